@@ -1,0 +1,34 @@
+# make setup | make test | make demo | make bench — see README.md.
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup system-deps test lint demo bench clean
+
+setup: $(STAMP) system-deps
+
+$(STAMP): pyproject.toml scripts/setup-venv.sh
+	./scripts/setup-venv.sh
+	touch $(STAMP)
+
+system-deps:
+	./scripts/setup-system.sh
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy oncall tests scripts
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/pytest
+
+demo: setup
+	@echo "make demo: the drill environment has not landed yet (issue: drill environment)." >&2
+	@exit 2
+
+bench: setup
+	$(BIN)/python scripts/bench/startup.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

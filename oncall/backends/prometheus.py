@@ -1,0 +1,162 @@
+"""Prometheus HTTP API client (httpx, async): queries, rules, alerts, targets.
+
+Equivalent of `curl -s 'http://PROM/api/v1/query?query=up'`. Every call is bounded by the
+client's timeout as a whole (connect, send, wait, read), and every failure becomes a
+`BackendError` with reason "refused", "timeout", "http <status>", "bad payload" or
+"query error".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Self
+
+import httpx
+
+from oncall.errors import BackendError
+from oncall.model.metrics import Sample, Series
+
+BACKEND = "prometheus"
+
+
+def _number(raw: object) -> float:
+    """Prometheus sends sample values as strings ("0.94", "NaN", "+Inf")."""
+    if not isinstance(raw, str | int | float):
+        raise ValueError(f"sample value {raw!r} is not a number")
+    return float(raw)
+
+
+class PrometheusClient:
+    """One connection pool to one Prometheus; use as `async with PrometheusClient(...) as p`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        bearer_token: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        headers = {"Accept": "application/json"}
+        if bearer_token:
+            headers["Authorization"] = f"Bearer {bearer_token}"
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            timeout=httpx.Timeout(timeout),
+            headers=headers,
+            transport=transport,
+            # Loopback and cluster-internal URLs: never route through an environment proxy.
+            trust_env=False,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _error(self, reason: str, detail: str = "") -> BackendError:
+        return BackendError(BACKEND, self.url, reason, detail)
+
+    async def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET an API path and return its `data`, or raise BackendError."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await self._http.get(path, params=params)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise self._error("timeout", f"no answer within {self.timeout:g}s") from exc
+        except httpx.ConnectError as exc:
+            raise self._error("refused", str(exc) or "connection refused") from exc
+        except httpx.HTTPError as exc:
+            raise self._error("bad payload", f"{type(exc).__name__}: {exc}") from exc
+        try:
+            body = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        if isinstance(body, dict) and body.get("status") == "error":
+            # 400 bad_data, 422 execution, 503 timeout: Prometheus explains itself.
+            kind = body.get("errorType", "error")
+            reason = "query error" if response.status_code in (200, 400, 422) else None
+            detail = f"{kind}: {body.get('error', '')}"
+            raise self._error(reason or f"http {response.status_code}", detail)
+        if response.status_code >= 400:
+            raise self._error(f"http {response.status_code}", response.reason_phrase)
+        if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
+            snippet = response.text[:80].replace("\n", " ")
+            raise self._error("bad payload", f"not a Prometheus API response: {snippet!r}")
+        return body["data"]
+
+    async def query(self, expr: str, *, at: float | None = None) -> list[Sample]:
+        """Instant query (`/api/v1/query`); a scalar result is one sample without labels."""
+        params: dict[str, Any] = {"query": expr, "timeout": f"{self.timeout:g}s"}
+        if at is not None:
+            params["time"] = at
+        data = await self._get("/api/v1/query", params)
+        try:
+            kind, result = data["resultType"], data["result"]
+            if kind == "vector":
+                return [
+                    Sample(dict(item["metric"]), float(item["value"][0]), _number(item["value"][1]))
+                    for item in result
+                ]
+            if kind == "scalar":
+                return [Sample({}, float(result[0]), _number(result[1]))]
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise self._error("bad payload", f"malformed query result: {exc}") from exc
+        raise self._error("query error", f"expected an instant vector, got a {kind}")
+
+    async def query_range(
+        self, expr: str, *, start: float, end: float, step: float
+    ) -> list[Series]:
+        """Range query (`/api/v1/query_range`), step in seconds."""
+        params = {
+            "query": expr,
+            "start": start,
+            "end": end,
+            "step": step,
+            "timeout": f"{self.timeout:g}s",
+        }
+        data = await self._get("/api/v1/query_range", params)
+        try:
+            if data["resultType"] != "matrix":
+                raise self._error("bad payload", f"range query gave a {data['resultType']}")
+            return [
+                Series(
+                    dict(item["metric"]),
+                    [(float(ts), _number(value)) for ts, value in item["values"]],
+                )
+                for item in data["result"]
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._error("bad payload", f"malformed range result: {exc}") from exc
+
+    async def rules(self, *, kind: str | None = None) -> list[dict[str, Any]]:
+        """Rule groups with their rules and alert states (`/api/v1/rules`), one request."""
+        params = {"type": kind} if kind else None
+        data = await self._get("/api/v1/rules", params)
+        groups = data.get("groups") if isinstance(data, dict) else None
+        if not isinstance(groups, list):
+            raise self._error("bad payload", "rules response has no groups list")
+        return groups
+
+    async def alerts(self) -> list[dict[str, Any]]:
+        """Active (pending and firing) alerts (`/api/v1/alerts`)."""
+        data = await self._get("/api/v1/alerts")
+        alerts = data.get("alerts") if isinstance(data, dict) else None
+        if not isinstance(alerts, list):
+            raise self._error("bad payload", "alerts response has no alerts list")
+        return alerts
+
+    async def targets(self) -> list[dict[str, Any]]:
+        """Active scrape targets with health and last error (`/api/v1/targets`)."""
+        data = await self._get("/api/v1/targets", {"state": "active"})
+        targets = data.get("activeTargets") if isinstance(data, dict) else None
+        if not isinstance(targets, list):
+            raise self._error("bad payload", "targets response has no activeTargets list")
+        return targets

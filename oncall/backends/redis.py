@@ -1,0 +1,160 @@
+"""Redis client (redis-py 8, asyncio) for the read path: PING, INFO, SLOWLOG, LATENCY, GET.
+
+CLI equivalents: `redis-cli PING`, `redis-cli INFO stats`, `redis-cli SLOWLOG GET 10`,
+`redis-cli LATENCY LATEST`. Writes live in `redis_write.py`, which only remediation may import.
+Every call is bounded by the timeout as a whole, with no client-side retries (a sick Redis
+must make a probe `unknown` within its timeout, not after four).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
+
+import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from oncall.errors import BackendError
+
+BACKEND = "redis"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SlowlogEntry:
+    """One SLOWLOG entry; duration in microseconds, as Redis reports it."""
+
+    id: int
+    start_time: int
+    duration_us: int
+    command: str
+    client_address: str
+    client_name: str
+
+
+@dataclass(frozen=True)
+class LatencyEvent:
+    """One LATENCY LATEST row: event name, unix time of the latest spike, latest and max ms."""
+
+    event: str
+    timestamp: int
+    latest_ms: int
+    max_ms: int
+
+
+def _text(value: object) -> str:
+    # SLOWLOG fields arrive as bytes even with decode_responses=True (redis-py forces it).
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return "" if value is None else str(value)
+
+
+def redacted_target(url: str) -> str:
+    """host:port/db of a redis URL, without credentials, for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    port = parts.port or 6379
+    return f"redis://{host}:{port}{parts.path or ''}"
+
+
+class RedisClient:
+    """One connection pool to one Redis; use as `async with RedisClient(...) as r`."""
+
+    def __init__(self, url: str, *, timeout: float, password: str | None = None) -> None:
+        self.timeout = timeout
+        self.target = redacted_target(url)
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            password=password,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 0),
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+    def _error(self, reason: str, detail: str = "") -> BackendError:
+        return BackendError(BACKEND, self.target, reason, detail)
+
+    async def _call(self, command: Callable[[aioredis.Redis], Awaitable[T]]) -> T:
+        """Run one command under the timeout, turning redis-py's exceptions into BackendError."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await command(self._redis)
+        except (TimeoutError, redis_errors.TimeoutError) as exc:
+            # A half-done exchange leaves the connection unusable; start clean next time.
+            await self._redis.connection_pool.disconnect()
+            raise self._error("timeout", f"no answer within {self.timeout:g}s") from exc
+        except redis_errors.AuthenticationError as exc:
+            raise self._error("auth", str(exc)) from exc
+        except redis_errors.ConnectionError as exc:
+            text = str(exc)
+            if "refused" in text.lower() or "Error 111" in text:
+                raise self._error("refused", text) from exc
+            if "protocol" in text.lower():
+                raise self._error("bad payload", text) from exc
+            raise self._error("disconnected", text) from exc
+        except redis_errors.ResponseError as exc:
+            raise self._error("query error", str(exc)) from exc
+        except (redis_errors.RedisError, UnicodeDecodeError, ValueError) as exc:
+            raise self._error("bad payload", f"{type(exc).__name__}: {exc}") from exc
+
+    async def ping(self) -> float:
+        """Round-trip time of one PING, in seconds."""
+        started = time.perf_counter()
+        await self._call(lambda r: r.ping())
+        return time.perf_counter() - started
+
+    async def info(self, section: str | None = None) -> dict[str, Any]:
+        """INFO (or one section of it), parsed: numbers are numbers, keyspace rows are dicts."""
+        info = await self._call(lambda r: r.info(section) if section else r.info())
+        if not isinstance(info, dict):
+            raise self._error("bad payload", "INFO did not parse into fields")
+        return info
+
+    async def slowlog(self, count: int = 10) -> list[SlowlogEntry]:
+        """The newest `count` SLOWLOG entries."""
+        rows = await self._call(lambda r: r.slowlog_get(count))
+        try:
+            return [
+                SlowlogEntry(
+                    id=int(row["id"]),
+                    start_time=int(row["start_time"]),
+                    duration_us=int(row["duration"]),
+                    command=_text(row.get("command")),
+                    client_address=_text(row.get("client_address")),
+                    client_name=_text(row.get("client_name")),
+                )
+                for row in rows
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._error("bad payload", f"malformed SLOWLOG row: {exc}") from exc
+
+    async def latency_latest(self) -> list[LatencyEvent]:
+        """LATENCY LATEST; empty unless the server's latency monitor is on."""
+        rows = await self._call(lambda r: r.latency_latest())
+        try:
+            return [
+                LatencyEvent(_text(row[0]), int(row[1]), int(row[2]), int(row[3])) for row in rows
+            ]
+        except (IndexError, TypeError, ValueError) as exc:
+            raise self._error("bad payload", f"malformed LATENCY row: {exc}") from exc
+
+    async def get(self, key: str) -> str | None:
+        """GET key; None when it does not exist."""
+        value = await self._call(lambda r: r.get(key))
+        return None if value is None else _text(value)

@@ -1,0 +1,113 @@
+"""Entry point of the `oncall` command: global options, subcommands, errors and exit codes.
+
+Results go to stdout, diagnostics to stderr; an `OncallError` is printed without a traceback
+and exits with its code (DESIGN §5: 0 all well, 1 something found, 2 usage or configuration,
+3 an unreachable backend left the answer incomplete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from oncall import __version__
+from oncall.errors import EXIT_USAGE, OncallError, UsageError
+
+Handler = Callable[[argparse.Namespace], int]
+
+DESCRIPTION = """\
+The on-call engineer's terminal for LLM inference services: golden alerts from Prometheus,
+root-cause checklists, human-confirmed remediations and a tamper-evident audit log."""
+
+EPILOG = """\
+settings: oncall.yaml in the working directory, or --config FILE, or $ONCALL_CONFIG;
+then ONCALL_* environment variables (ONCALL_REDIS__TIMEOUT=1s); then flags.
+`oncall config show` prints every effective setting and where it came from.
+
+exit codes: 0 all well; 1 something found; 2 usage or configuration error;
+3 an unreachable backend left the answer incomplete."""
+
+
+def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """Options accepted before or after the command (`oncall --config f config show` or after)."""
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", default=default, help="settings file to read"
+    )
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="refuse every remediation (sets read_only)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        metavar="KEY=VALUE",
+        default=argparse.SUPPRESS if suppress else [],
+        help="override one setting, e.g. --set prometheus.url=http://127.0.0.1:9090",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oncall",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"oncall {__version__}")
+    _global_options(parser, suppress=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    config = commands.add_parser("config", help="inspect the effective settings")
+    config_commands = config.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
+    show = config_commands.add_parser(
+        "show", help="print every effective setting and where it came from (secrets masked)"
+    )
+    show.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    _global_options(show, suppress=True)
+    show.set_defaults(handler=_run_config_show)
+    config.set_defaults(handler=_usage_of(config))
+    return parser
+
+
+def _usage_of(parser: argparse.ArgumentParser) -> Handler:
+    def handler(_args: argparse.Namespace) -> int:
+        parser.print_usage(sys.stderr)
+        return EXIT_USAGE
+
+    return handler
+
+
+def _run_config_show(args: argparse.Namespace) -> int:
+    # oncall uses no pydantic plugins; discovering them scans every installed distribution's
+    # entry points, a measurable part of a headless command's start-up.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from oncall.cli.config_cmd import show
+
+    return show(args)
+
+
+def _run_app(_args: argparse.Namespace) -> int:
+    raise UsageError(
+        "the terminal app is not built yet; available commands: config (see `oncall --help`)"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = getattr(args, "handler", _run_app)
+    try:
+        return handler(args)
+    except OncallError as exc:
+        print(exc.report(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("oncall: interrupted", file=sys.stderr)
+        return 130

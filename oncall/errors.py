@@ -1,0 +1,76 @@
+"""The one error hierarchy of oncall, and the exit codes of DESIGN §5.
+
+Every error a user can cause or meet derives from `OncallError`; the CLI prints its message to
+stderr, without a traceback, and exits with its `exit_code`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_FOUND = 1  # an alert firing, a check failing, lint problems, a broken audit chain
+EXIT_USAGE = 2  # usage or configuration error
+EXIT_INCOMPLETE = 3  # an unreachable backend left the answer incomplete
+
+
+class OncallError(Exception):
+    """Base of every error oncall reports to a user."""
+
+    exit_code: int = EXIT_USAGE
+
+    def report(self) -> str:
+        """The text printed to stderr for this error."""
+        return f"oncall: {self}"
+
+
+class UsageError(OncallError):
+    """The command line asks for something that cannot be done."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in a user-supplied file or setting, located as precisely as we can.
+
+    `where` is "FILE:LINE:COL" for files, "env NAME" for environment variables and
+    "flag --NAME" for command-line flags; `key` is the dotted key path ("redis.timeout").
+    """
+
+    where: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        key = f" {self.key}:" if self.key else ""
+        return f"{self.where}:{key} {self.message}"
+
+
+class ConfigError(OncallError):
+    """Settings could not be loaded; carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+    def report(self) -> str:
+        count = len(self.problems)
+        head = f"oncall: invalid settings ({count} problem{'s' if count != 1 else ''}):"
+        return "\n".join([head, *(f"  {p}" for p in self.problems)])
+
+
+class BackendError(OncallError):
+    """A backend (Prometheus, Redis, Kubernetes, vLLM, NVML) did not give a usable answer.
+
+    `reason` is short and stable, for screens and tests: "refused", "timeout", "http 503",
+    "bad payload", "query error", "auth"; `detail` says more.
+    """
+
+    exit_code = EXIT_INCOMPLETE
+
+    def __init__(self, backend: str, target: str, reason: str, detail: str = "") -> None:
+        self.backend = backend
+        self.target = target
+        self.reason = reason
+        self.detail = detail
+        text = f"{backend} at {target}: {reason}"
+        super().__init__(f"{text} ({detail})" if detail else text)

@@ -1,0 +1,283 @@
+"""Load the effective settings from their four sources, remembering where each value came from.
+
+Precedence (DESIGN §5): defaults < settings file < ONCALL_* environment < command-line flags.
+The settings file is `--config FILE`, else `$ONCALL_CONFIG`, else `./oncall.yaml` if present.
+Environment variables name a key path with `__` between levels: ONCALL_REDIS__TIMEOUT=1s,
+ONCALL_READ_ONLY=true. Every problem from every source is collected, then reported at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from oncall.errors import ConfigError, Problem
+from oncall.settings.model import Settings
+from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml
+
+ENV_PREFIX = "ONCALL_"
+CONFIG_ENV = "ONCALL_CONFIG"
+DEFAULT_FILE = "oncall.yaml"
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    """The validated settings, the file they came from, and the source of every leaf value.
+
+    `sources` maps a dotted key ("redis.timeout") to "default", "FILE:LINE",
+    "env ONCALL_REDIS__TIMEOUT" or "flag --read-only".
+    """
+
+    settings: Settings
+    config_file: Path | None
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FlagValue:
+    """A setting given on the command line: key path, raw value, and the flag as typed."""
+
+    path: tuple[str, ...]
+    value: object
+    flag: str
+
+
+def _annotation_at(path: KeyPath) -> Any:
+    """The type annotation of the settings field at path, or None when there is no such field."""
+    model: type[BaseModel] = Settings
+    annotation: Any = None
+    for part in path:
+        if not isinstance(part, str) or part not in model.model_fields:
+            return None
+        annotation = model.model_fields[part].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+    return annotation
+
+
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is list
+
+
+def _is_secret(annotation: Any) -> bool:
+    if annotation is SecretStr:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return SecretStr in typing.get_args(annotation)
+    return False
+
+
+def leaf_paths(
+    model: type[BaseModel] = Settings, prefix: tuple[str, ...] = ()
+) -> list[tuple[str, ...]]:
+    """Every settable key path, in declaration order."""
+    paths: list[tuple[str, ...]] = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            paths.extend(leaf_paths(annotation, (*prefix, name)))
+        else:
+            paths.append((*prefix, name))
+    return paths
+
+
+def secret_paths() -> set[tuple[str, ...]]:
+    """Key paths whose values are secrets and must never be printed."""
+    return {path for path in leaf_paths() if _is_secret(_annotation_at(path))}
+
+
+def _coerce_text(path: KeyPath, raw: str) -> object:
+    """Environment and --set values are text: JSON for structures, commas for lists."""
+    stripped = raw.strip()
+    if stripped.startswith(("[", "{")):
+        return json.loads(stripped)
+    if _is_list(_annotation_at(path)):
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    return raw
+
+
+def _set_path(data: dict[str, Any], path: tuple[str, ...], value: object) -> None:
+    node = data
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
+def _leaf_overrides(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Key paths of the values present in a source, stopping at settings leaves."""
+    found: list[tuple[str, ...]] = []
+    for key, value in data.items():
+        path = (*prefix, str(key))
+        annotation = _annotation_at(path)
+        is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        if is_section and isinstance(value, Mapping):
+            found.extend(_leaf_overrides(value, path))
+        else:
+            found.append(path)
+    return found
+
+
+def _deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _env_source(
+    environ: Mapping[str, str],
+) -> tuple[dict[str, Any], dict[KeyPath, str], list[Problem]]:
+    data: dict[str, Any] = {}
+    where: dict[KeyPath, str] = {}
+    problems: list[Problem] = []
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+            continue
+        path = tuple(name[len(ENV_PREFIX) :].lower().split("__"))
+        where[path] = f"env {name}"
+        try:
+            value = _coerce_text(path, environ[name])
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(f"env {name}", ".".join(path), f"invalid JSON: {exc.msg}"))
+            continue
+        _set_path(data, path, value)
+    return data, where, problems
+
+
+def _flag_source(
+    flags: list[FlagValue],
+) -> tuple[dict[str, Any], dict[KeyPath, str], list[Problem]]:
+    data: dict[str, Any] = {}
+    where: dict[KeyPath, str] = {}
+    problems: list[Problem] = []
+    for flag in flags:
+        where[flag.path] = f"flag {flag.flag}"
+        value = flag.value
+        if isinstance(value, str):
+            try:
+                value = _coerce_text(flag.path, value)
+            except json.JSONDecodeError as exc:
+                dotted = ".".join(flag.path)
+                problems.append(Problem(f"flag {flag.flag}", dotted, f"invalid JSON: {exc.msg}"))
+                continue
+        _set_path(data, flag.path, value)
+    return data, where, problems
+
+
+def _locate(
+    loc: KeyPath,
+    *,
+    of_key: bool,
+    flags: dict[KeyPath, str],
+    env: dict[KeyPath, str],
+    document: MarkedDocument | None,
+) -> str:
+    """Name the source that supplied the value at loc: the flag, the variable, or FILE:LINE:COL."""
+    for table in (flags, env):
+        for end in range(len(loc), 0, -1):
+            if loc[:end] in table:
+                return table[loc[:end]]
+    if document is not None:
+        return document.where(loc, of_key=of_key)
+    return "settings"
+
+
+def _message(error: Mapping[str, Any], loc: KeyPath, secret: bool) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent = _annotation_at(loc[:-1]) if len(loc) > 1 else Settings
+        known = (
+            list(parent.model_fields)
+            if isinstance(parent, type) and issubclass(parent, BaseModel)
+            else []
+        )
+        hint = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        suffix = f"; did you mean '{hint[0]}'?" if hint else f" (known: {', '.join(known)})"
+        return f"unknown key '{loc[-1]}'{suffix}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return "expected a mapping of settings"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    if (
+        not secret
+        and isinstance(value, str | int | float | bool)
+        and "invalid duration" not in message
+    ):
+        message = f"{message} (got {value!r})"
+    return message
+
+
+def load_settings(
+    *,
+    config: Path | None = None,
+    flags: list[FlagValue] | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> LoadedSettings:
+    """Build the effective settings; raise ConfigError listing every problem found."""
+    environ = os.environ if environ is None else environ
+    cwd = cwd or Path.cwd()
+    problems: list[Problem] = []
+
+    # Messages name the file as the user did (or "oncall.yaml" when found in the directory).
+    display: str | None = None
+    config_file: Path | None = None
+    if config is not None:
+        display, config_file = str(config), config
+    elif environ.get(CONFIG_ENV):
+        display, config_file = environ[CONFIG_ENV], Path(environ[CONFIG_ENV])
+    elif (cwd / DEFAULT_FILE).is_file():
+        display, config_file = DEFAULT_FILE, Path(DEFAULT_FILE)
+    if config_file is not None and not config_file.is_absolute():
+        config_file = cwd / config_file
+    document: MarkedDocument | None = None
+    if config_file is not None:
+        document, file_problems = load_marked_yaml(config_file, display)
+        problems.extend(file_problems)
+        if file_problems and not document.data:
+            raise ConfigError(problems)
+
+    env_data, env_where, env_problems = _env_source(environ)
+    flag_data, flag_where, flag_problems = _flag_source(flags or [])
+    problems.extend(env_problems + flag_problems)
+
+    file_data = document.data if document else {}
+    merged = _deep_merge(_deep_merge(file_data, env_data), flag_data)
+    secrets = secret_paths()
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            of_key = error["type"] == "extra_forbidden"
+            where = _locate(loc, of_key=of_key, flags=flag_where, env=env_where, document=document)
+            secret = any(loc[: len(p)] == p for p in secrets)
+            problems.append(Problem(where, ".".join(map(str, loc)), _message(error, loc, secret)))
+    if problems:
+        raise ConfigError(problems)
+
+    sources = {".".join(path): "default" for path in leaf_paths()}
+    if document is not None:
+        for path in _leaf_overrides(file_data):
+            pos = document.key_at.get(path)
+            sources[".".join(path)] = f"{document.file}:{pos.line}" if pos else document.file
+    for table, data in ((env_where, env_data), (flag_where, flag_data)):
+        for path in _leaf_overrides(data):
+            sources[".".join(path)] = table.get(path, "")
+    return LoadedSettings(settings=settings, config_file=config_file, sources=sources)

@@ -1,0 +1,125 @@
+"""The settings of oncall: one pydantic model per section of `oncall.yaml` (DESIGN §4–5).
+
+Every model forbids unknown keys, so a typo is an error with its file:line:col rather than a
+setting silently ignored. Secrets are `SecretStr` and never printed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from oncall.settings.durations import Duration
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ContextSettings(Section):
+    """Which environment this is; shown in the banner, and production looks different."""
+
+    name: str = Field("default", description="Label of this environment, e.g. prod-eu or drill.")
+    production: bool = Field(False, description="Show the production banner and ask more.")
+
+
+class PrometheusSettings(Section):
+    url: str = Field("http://127.0.0.1:9090", description="Base URL of the Prometheus HTTP API.")
+    timeout: Duration = Field(5.0, description="Per-request timeout, connection included.")
+    bearer_token: SecretStr | None = Field(None, description="Sent as Authorization: Bearer.")
+
+
+class KubernetesSettings(Section):
+    kubeconfig: Path | None = Field(None, description="kubeconfig file; default as kubectl.")
+    context: str | None = Field(None, description="kubeconfig context; default: current.")
+    namespace: str = Field("default", description="Namespace of the inference service.")
+    timeout: Duration = Field(5.0, description="Per-request timeout.")
+
+
+class RedisSettings(Section):
+    url: str = Field("redis://127.0.0.1:6379/0", description="redis:// URL of the service Redis.")
+    password: SecretStr | None = Field(None, description="Password, if not in the URL.")
+    timeout: Duration = Field(2.0, description="Per-command timeout, connection included.")
+
+
+class VllmSettings(Section):
+    urls: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:8000"],
+        description="Base URLs of vLLM servers (used when not discovered through Kubernetes).",
+    )
+    api_key: SecretStr | None = Field(None, description="Sent as Authorization: Bearer.")
+    timeout: Duration = Field(3.0, description="Per-request timeout.")
+
+
+class GpuSettings(Section):
+    source: Literal["auto", "nvml", "dcgm"] = Field(
+        "auto", description="NVML on this node, DCGM exporter metrics, or whichever answers."
+    )
+    timeout: Duration = Field(2.0, description="Per-query timeout.")
+
+
+class AlertsSettings(Section):
+    packs: list[str] = Field(
+        default_factory=lambda: ["ai-service"], description="Alert packs to load."
+    )
+    dirs: list[Path] = Field(default_factory=list, description="Extra rule-file folders.")
+    source: Literal["auto", "prometheus", "local"] = Field(
+        "auto", description="Where alert states come from; auto picks per rule."
+    )
+    refresh: Duration = Field(5.0, description="How often alert states are refreshed.")
+    for_scale: float = Field(1.0, gt=0, description="Multiplier on `for` durations (drills).")
+
+
+class RunbooksSettings(Section):
+    dirs: list[Path] = Field(
+        default_factory=list, description="Extra runbook folders, searched before built-ins."
+    )
+
+
+class DegradationSettings(Section):
+    store: Literal["redis", "configmap"] = Field(
+        "redis", description="Where the service reads its degradation level."
+    )
+    redis_key: str = Field("ai-gateway:degradation-level", description="Key when store=redis.")
+    configmap: str = Field("ai-gateway-flags", description="ConfigMap when store=configmap.")
+    configmap_key: str = Field("degradation-level", description="Key in that ConfigMap.")
+
+
+class AuditSettings(Section):
+    path: Path = Field(
+        Path("~/.local/state/oncall/audit.jsonl"), description="Append-only hash-chained log."
+    )
+    redis_stream: str | None = Field(
+        "oncall:audit", description="Team-wide copy as a Redis Stream; null to disable."
+    )
+    kube_events: bool = Field(True, description="Also record a Kubernetes Event on the target.")
+
+
+class GuardsSettings(Section):
+    rate_limit_actions: int = Field(3, ge=1, description="Actions allowed per target per window.")
+    rate_limit_window: Duration = Field(600.0, description="Window of the rate limit.")
+    breaker_failures: int = Field(3, ge=1, description="Failures that open the circuit breaker.")
+    breaker_cooldown: Duration = Field(900.0, description="How long an open breaker blocks.")
+    lease_duration: Duration = Field(60.0, description="Kubernetes Lease held per target.")
+    two_person: list[str] = Field(
+        default_factory=list, description="Actions that need a second person's approval."
+    )
+
+
+class Settings(Section):
+    """All settings; `oncall config show` prints every field with where its value came from."""
+
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    gpu: GpuSettings = Field(default_factory=GpuSettings)
+    alerts: AlertsSettings = Field(default_factory=AlertsSettings)
+    runbooks: RunbooksSettings = Field(default_factory=RunbooksSettings)
+    degradation: DegradationSettings = Field(default_factory=DegradationSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    guards: GuardsSettings = Field(default_factory=GuardsSettings)
+    read_only: bool = Field(False, description="Refuse every remediation; reading only.")

@@ -1,0 +1,108 @@
+"""Read a YAML file into plain data plus the line:col of every key and value.
+
+pyyaml's composed nodes carry marks; we keep them so that every settings problem can name
+FILE:LINE:COL. Duplicate keys, which pyyaml would silently collapse, are reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oncall.errors import Problem
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Position:
+    line: int  # 1-based
+    col: int  # 1-based
+
+
+@dataclass
+class MarkedDocument:
+    """A YAML mapping with the positions of its keys and values, by key path."""
+
+    file: str
+    data: dict[str, Any] = field(default_factory=dict)
+    key_at: dict[KeyPath, Position] = field(default_factory=dict)
+    value_at: dict[KeyPath, Position] = field(default_factory=dict)
+
+    def where(self, path: KeyPath, *, of_key: bool = False) -> str:
+        """FILE:LINE:COL of the longest known prefix of path (the key or its value)."""
+        table = self.key_at if of_key else self.value_at
+        for end in range(len(path), 0, -1):
+            pos = table.get(path[:end]) or self.key_at.get(path[:end])
+            if pos is not None:
+                return f"{self.file}:{pos.line}:{pos.col}"
+        return f"{self.file}:1:1"
+
+
+def _pos(node: yaml.Node) -> Position:
+    return Position(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _walk(doc: MarkedDocument, node: yaml.Node, path: KeyPath, problems: list[Problem]) -> None:
+    doc.value_at[path] = _pos(node)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            dotted = ".".join(str(p) for p in path)
+            if not isinstance(key_node, yaml.ScalarNode):
+                problems.append(Problem(doc.where(path), dotted, "keys must be plain strings"))
+                continue
+            key = key_node.value
+            child = (*path, key)
+            if key in seen:
+                where = f"{doc.file}:{_pos(key_node).line}:{_pos(key_node).col}"
+                problems.append(Problem(where, ".".join(map(str, child)), "duplicate key"))
+            seen.add(key)
+            doc.key_at[child] = _pos(key_node)
+            _walk(doc, value_node, child, problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(doc, item, (*path, index), problems)
+
+
+def load_marked_yaml(
+    path: Path, display: str | None = None
+) -> tuple[MarkedDocument, list[Problem]]:
+    """Parse path; a syntax error becomes one Problem at its position, never an exception.
+
+    An empty file is an empty mapping; a top level that is not a mapping is a problem.
+    """
+    name = display or str(path)
+    doc = MarkedDocument(file=name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return doc, [Problem(name, "", "file not found")]
+    except (OSError, UnicodeDecodeError) as exc:
+        return doc, [Problem(name, "", f"cannot read: {exc}")]
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        message = f"YAML syntax error: {exc.problem or exc.context}"
+        return doc, [Problem(where, "", message)]
+    except yaml.YAMLError as exc:
+        return doc, [Problem(name, "", f"YAML error: {exc}")]
+    if node is None:
+        return doc, []
+    if not isinstance(data, dict):
+        where = f"{name}:{_pos(node).line}:{_pos(node).col}"
+        return doc, [Problem(where, "", "the top level must be a mapping of settings")]
+    problems: list[Problem] = []
+    _walk(doc, node, (), problems)
+    doc.data = data
+    return doc, problems

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the system programs the tests and the drill run for real: redis-server, prometheus
+# and promtool (Debian packages). As root with apt-get, installs what is missing; otherwise
+# stops and names the packages to install. Never prompts (CI has no standard input).
+set -euo pipefail
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    missing+=(prometheus)
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing ${missing[*]} with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Debian's packages start system-wide services where an init system runs; the tests and
+    # the drill start their own servers on free ports and do not need them.
+    exit 0
+fi
+
+echo "setup: missing system packages: ${missing[*]}" >&2
+echo "setup: install them with: sudo apt-get install ${missing[*]}" >&2
+exit 1

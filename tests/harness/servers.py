@@ -1,0 +1,123 @@
+"""Real redis-server and prometheus for tests, each in a temporary directory on a free port."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+import yaml
+
+from tests.harness.processes import free_port, require_binary, spawn, stop, wait_until
+
+
+@dataclass
+class RunningServer:
+    name: str
+    port: int
+    url: str
+    proc: subprocess.Popen[bytes]
+    directory: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+def _redis_ready(port: int) -> bool:
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=0.5)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (redis.AuthenticationError, redis.ResponseError):
+        return True  # it answered, if only to ask for a password
+    except redis.RedisError:
+        return False
+
+
+@contextlib.contextmanager
+def redis_server(directory: Path, *extra_args: str) -> Iterator[RunningServer]:
+    """A redis-server without persistence, latency monitor on (so LATENCY LATEST has data)."""
+    binary = require_binary("redis-server", "redis-server")
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    argv = [
+        binary,
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--dir", str(directory),
+        "--save", "",
+        "--appendonly", "no",
+        "--daemonize", "no",
+        "--latency-monitor-threshold", "1",
+        *extra_args,
+    ]  # fmt: skip
+    log = directory / "redis.log"
+    proc = spawn(argv, log)
+    try:
+        wait_until(
+            lambda: _redis_ready(port),
+            timeout=10,
+            what="redis-server to answer PING",
+            proc=proc,
+            log=log,
+        )
+        yield RunningServer("redis-server", port, f"redis://127.0.0.1:{port}/0", proc, directory)
+    finally:
+        stop(proc)
+
+
+def _prometheus_ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/-/ready", timeout=0.5, trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.contextmanager
+def prometheus_server(
+    directory: Path,
+    *,
+    scrape_configs: list[dict[str, Any]] | None = None,
+    rule_files: list[Path] | None = None,
+    interval: str = "1s",
+) -> Iterator[RunningServer]:
+    """A prometheus scraping and evaluating every `interval`, with the given jobs and rules."""
+    binary = require_binary("prometheus", "prometheus")
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config = {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [str(path) for path in rule_files or []],
+        "scrape_configs": scrape_configs or [],
+    }
+    config_file = directory / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(config))
+    argv = [
+        binary,
+        f"--config.file={config_file}",
+        f"--storage.tsdb.path={directory / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.enable-lifecycle",
+    ]
+    log = directory / "prometheus.log"
+    url = f"http://127.0.0.1:{port}"
+    proc = spawn(argv, log)
+    try:
+        wait_until(
+            lambda: _prometheus_ready(url),
+            timeout=30,
+            what="prometheus to be ready",
+            proc=proc,
+            log=log,
+        )
+        yield RunningServer("prometheus", port, url, proc, directory)
+    finally:
+        stop(proc)

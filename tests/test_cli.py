@@ -1,0 +1,176 @@
+"""The command line as a user meets it: version, help, config show, bad settings files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from oncall import __version__
+from tests.cli_runner import run_oncall
+
+
+def test_version() -> None:
+    result = run_oncall("--version")
+    assert result.code == 0
+    assert result.stdout.strip() == f"oncall {__version__}"
+
+
+def test_help_lists_commands_settings_and_exit_codes() -> None:
+    result = run_oncall("--help")
+    assert result.code == 0
+    assert "config" in result.stdout
+    assert "ONCALL_CONFIG" in result.stdout
+    assert "exit codes" in result.stdout
+
+
+def test_config_show_defaults_are_valid_yaml(tmp_path: Path) -> None:
+    result = run_oncall("config", "show", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    shown = yaml.safe_load(result.stdout)
+    assert shown["prometheus"]["url"] == "http://127.0.0.1:9090"
+    assert shown["redis"]["timeout"] == "2s"
+    assert shown["read_only"] is False
+    assert "# default" in result.stdout
+
+
+def test_config_show_names_the_source_of_each_value(tmp_path: Path) -> None:
+    (tmp_path / "oncall.yaml").write_text(
+        "context:\n  name: prod-eu\nredis:\n  timeout: 1500ms\nprometheus:\n  url: http://127.0.0.1:9999\n"
+    )
+    result = run_oncall(
+        "--read-only",
+        "config",
+        "show",
+        "-o",
+        "json",
+        "--set",
+        "alerts.packs=ai-service,platform",
+        cwd=tmp_path,
+        env={"ONCALL_PROMETHEUS__TIMEOUT": "3s", "ONCALL_REDIS__TIMEOUT": "4s"},
+    )
+    assert result.code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["config_file"] == str(tmp_path / "oncall.yaml")
+    settings, sources = body["settings"], body["sources"]
+    assert settings["context"]["name"] == "prod-eu"
+    assert sources["context.name"] == "oncall.yaml:2"
+    assert settings["prometheus"]["url"] == "http://127.0.0.1:9999"
+    # environment beats the file
+    assert settings["redis"]["timeout"] == "4s"
+    assert sources["redis.timeout"] == "env ONCALL_REDIS__TIMEOUT"
+    assert sources["prometheus.timeout"] == "env ONCALL_PROMETHEUS__TIMEOUT"
+    # flags beat both
+    assert settings["read_only"] is True
+    assert sources["read_only"] == "flag --read-only"
+    assert settings["alerts"]["packs"] == ["ai-service", "platform"]
+    assert sources["alerts.packs"] == "flag --set alerts.packs"
+    assert sources["gpu.source"] == "default"
+
+
+def test_config_file_from_environment_and_flag(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("context:\n  name: from-env\n")
+    (tmp_path / "b.yaml").write_text("context:\n  name: from-flag\n")
+    result = run_oncall(
+        "config", "show", "-o", "json", cwd=tmp_path, env={"ONCALL_CONFIG": "a.yaml"}
+    )
+    assert json.loads(result.stdout)["settings"]["context"]["name"] == "from-env"
+    result = run_oncall(
+        "--config",
+        "b.yaml",
+        "config",
+        "show",
+        "-o",
+        "json",
+        cwd=tmp_path,
+        env={"ONCALL_CONFIG": "a.yaml"},
+    )
+    assert json.loads(result.stdout)["settings"]["context"]["name"] == "from-flag"
+
+
+def test_secrets_are_masked_everywhere(tmp_path: Path) -> None:
+    (tmp_path / "oncall.yaml").write_text(
+        "redis:\n  url: redis://:hunter2@127.0.0.1:6379/0\n  password: swordfish\n"
+        "prometheus:\n  bearer_token: tok-123\n"
+    )
+    for output in ("yaml", "json"):
+        result = run_oncall("config", "show", "-o", output, cwd=tmp_path)
+        assert result.code == 0, result.stderr
+        for secret in ("hunter2", "swordfish", "tok-123"):
+            assert secret not in result.stdout
+        assert "redis://:********@127.0.0.1:6379/0" in result.stdout
+
+
+def test_secret_with_wrong_type_is_not_echoed(tmp_path: Path) -> None:
+    (tmp_path / "oncall.yaml").write_text("redis:\n  password: [hunter2]\n")
+    result = run_oncall("config", "show", cwd=tmp_path)
+    assert result.code == 2
+    assert "redis.password" in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+def test_unknown_key_and_wrong_type_are_both_reported(tmp_path: Path) -> None:
+    (tmp_path / "oncall.yaml").write_text(
+        "prometheus:\n"
+        "  url: http://127.0.0.1:9090\n"
+        "  timout: 5s\n"
+        "redis:\n"
+        "  timeout: soon\n"
+        "guards:\n"
+        "  rate_limit_actions: many\n"
+    )
+    result = run_oncall("config", "show", cwd=tmp_path)
+    assert result.code == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "oncall: invalid settings (3 problems):"
+    assert (
+        "oncall.yaml:3:3: prometheus.timout: unknown key 'timout'; did you mean 'timeout'?"
+        in lines[1]
+    )
+    assert "oncall.yaml:5:12: redis.timeout: invalid duration 'soon'" in lines[2]
+    assert "oncall.yaml:7:23: guards.rate_limit_actions:" in lines[3]
+    assert "'many'" in lines[3]
+
+
+def test_yaml_syntax_error_reports_its_position(tmp_path: Path) -> None:
+    (tmp_path / "oncall.yaml").write_text("redis:\n  url: redis://x\n timeout: 2s\n")
+    result = run_oncall("config", "show", cwd=tmp_path)
+    assert result.code == 2
+    assert "Traceback" not in result.stderr
+    assert "oncall.yaml:3:2: YAML syntax error" in result.stderr
+
+
+def test_bad_environment_and_flag_values_name_their_source(tmp_path: Path) -> None:
+    result = run_oncall(
+        "config",
+        "show",
+        "--set",
+        "gpu.source=cuda",
+        cwd=tmp_path,
+        env={"ONCALL_REDIS__TIMEOUT": "-1", "ONCALL_NOPE": "1"},
+    )
+    assert result.code == 2
+    assert "env ONCALL_REDIS__TIMEOUT: redis.timeout:" in result.stderr
+    assert "env ONCALL_NOPE: nope: unknown key 'nope'" in result.stderr
+    assert "flag --set gpu.source: gpu.source:" in result.stderr
+
+
+def test_missing_config_file_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_oncall("--config", "absent.yaml", "config", "show", cwd=tmp_path)
+    assert result.code == 2
+    assert "absent.yaml: file not found" in result.stderr
+
+
+def test_malformed_set_flag(tmp_path: Path) -> None:
+    result = run_oncall("config", "show", "--set", "read_only", cwd=tmp_path)
+    assert result.code == 2
+    assert "--set expects KEY=VALUE" in result.stderr
+
+
+def test_bare_oncall_says_the_app_is_not_built_yet(tmp_path: Path) -> None:
+    result = run_oncall(cwd=tmp_path)
+    assert result.code == 2
+    assert "not built yet" in result.stderr

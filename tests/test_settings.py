@@ -1,0 +1,96 @@
+"""Settings loader details: durations, duplicate keys, odd files, precedence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from oncall.errors import ConfigError
+from oncall.settings import FlagValue, load_settings
+from oncall.settings.durations import format_duration, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("5s", 5.0), ("1m30s", 90.0), ("250ms", 0.25), ("2h", 7200.0), ("1.5", 1.5), (3, 3.0)],
+)
+def test_parse_duration(text: str | int, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5", "5x", "s", "1m 30s", "m5"][2:])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@given(st.integers(min_value=1, max_value=10**7))
+def test_duration_format_round_trips(seconds: int) -> None:
+    assert parse_duration(format_duration(float(seconds))) == seconds
+
+
+def _problems(tmp_path: Path, text: str) -> list[str]:
+    (tmp_path / "oncall.yaml").write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(cwd=tmp_path, environ={})
+    return [str(p) for p in caught.value.problems]
+
+
+def test_duplicate_keys_are_reported(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, "redis:\n  timeout: 1s\n  timeout: 2s\n")
+    assert problems == ["oncall.yaml:3:3: redis.timeout: duplicate key"]
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, "- a\n- b\n")
+    assert problems == ["oncall.yaml:1:1: the top level must be a mapping of settings"]
+
+
+def test_section_must_be_a_mapping(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, "redis: 5\n")
+    assert problems == ["oncall.yaml:1:8: redis: expected a mapping of settings"]
+
+
+def test_list_item_error_points_at_the_item(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, "vllm:\n  urls:\n    - http://a\n    - [nested]\n")
+    assert problems[0].startswith("oncall.yaml:4:7: vllm.urls.1:")
+
+
+def test_empty_file_means_defaults(tmp_path: Path) -> None:
+    (tmp_path / "oncall.yaml").write_text("# nothing yet\n")
+    loaded = load_settings(cwd=tmp_path, environ={})
+    assert loaded.settings.redis.timeout == 2.0
+    assert set(loaded.sources.values()) == {"default"}
+
+
+def test_precedence_file_env_flag(tmp_path: Path) -> None:
+    (tmp_path / "oncall.yaml").write_text(
+        "redis:\n  timeout: 1s\n  url: redis://127.0.0.1:7000/1\n"
+    )
+    loaded = load_settings(
+        cwd=tmp_path,
+        environ={"ONCALL_REDIS__TIMEOUT": "2s"},
+        flags=[FlagValue(("redis", "timeout"), "3s", "--set redis.timeout")],
+    )
+    assert loaded.settings.redis.timeout == 3.0
+    assert loaded.settings.redis.url == "redis://127.0.0.1:7000/1"
+    assert loaded.sources["redis.timeout"] == "flag --set redis.timeout"
+    assert loaded.sources["redis.url"] == "oncall.yaml:3"
+
+
+def test_env_json_list(tmp_path: Path) -> None:
+    loaded = load_settings(
+        cwd=tmp_path, environ={"ONCALL_VLLM__URLS": '["http://a:1", "http://b:2"]'}
+    )
+    assert loaded.settings.vllm.urls == ["http://a:1", "http://b:2"]
+
+
+def test_env_bad_json_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(cwd=tmp_path, environ={"ONCALL_VLLM__URLS": "[oops"})
+    assert str(caught.value.problems[0]).startswith(
+        "env ONCALL_VLLM__URLS: vllm.urls: invalid JSON"
+    )
