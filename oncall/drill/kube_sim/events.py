@@ -1,0 +1,76 @@
+"""Recording core/v1 Events the way the kubelet and controllers do (with count deduplication)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from oncall.drill.kube_sim.resources import EVENTS
+from oncall.drill.kube_sim.store import Obj, Store, now_rfc3339
+
+
+class EventRecorder:
+    """Writes Events into the store; a repeat of the same event bumps `count` instead."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._seen: dict[tuple[str, str, str, str], tuple[str, str]] = {}
+
+    def record(
+        self,
+        involved: Obj,
+        reason: str,
+        message: str,
+        *,
+        type_: str = "Normal",
+        component: str = "kubelet",
+        host: str | None = None,
+        field_path: str | None = None,
+    ) -> Obj:
+        """Record an event about `involved` (any stored object); returns the Event."""
+        imeta = involved.get("metadata") or {}
+        namespace = imeta.get("namespace") or "default"
+        uid = str(imeta.get("uid", ""))
+        key = (uid, reason, message, field_path or "")
+        now = now_rfc3339()
+        if key in self._seen:
+            ns, name = self._seen[key]
+            existing = self._store.get(EVENTS, ns, name)
+            if existing is not None:
+                existing["count"] = int(existing.get("count") or 1) + 1
+                existing["lastTimestamp"] = now
+                return self._store.replace(EVENTS, existing)
+        obj_ref: dict[str, Any] = {
+            "kind": involved.get("kind"),
+            "name": imeta.get("name"),
+            "uid": uid,
+            "apiVersion": involved.get("apiVersion"),
+            "resourceVersion": imeta.get("resourceVersion"),
+        }
+        if imeta.get("namespace"):
+            obj_ref["namespace"] = imeta["namespace"]
+        if field_path:
+            obj_ref["fieldPath"] = field_path
+        source: dict[str, Any] = {"component": component}
+        if host:
+            source["host"] = host
+        # Event names are <object>.<hex of the time>, unique enough with a random tail.
+        suffix = f"{time.time_ns():x}"[-12:] + secrets.token_hex(2)
+        event: Obj = {
+            "metadata": {"name": f"{imeta.get('name')}.{suffix}", "namespace": namespace},
+            "involvedObject": obj_ref,
+            "reason": reason,
+            "message": message,
+            "source": source,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "type": type_,
+            "eventTime": None,
+            "reportingComponent": component,
+            "reportingInstance": host or "",
+        }
+        created = self._store.create(EVENTS, event, namespace)
+        self._seen[key] = (namespace, created["metadata"]["name"])
+        return created

@@ -1,0 +1,64 @@
+"""Kubeconfig files pointing at a running simulator, one context per simulated user."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oncall.drill.kube_sim.rbac import Users
+from oncall.drill.netutil import LOOPBACK
+
+OPERATOR_CONTEXT = "oncall-drill"
+READ_ONLY_CONTEXT = "oncall-drill-readonly"
+CLUSTER = "oncall-drill"
+
+
+def kubeconfig(
+    port: int,
+    users: Users,
+    *,
+    namespace: str = "ai",
+    cluster: str = CLUSTER,
+    operator_context: str = OPERATOR_CONTEXT,
+    read_only_context: str = READ_ONLY_CONTEXT,
+) -> dict[str, Any]:
+    """The kubeconfig document: the operator context is current, the read-only one is next to it."""
+    contexts = (
+        (operator_context, "operator", users.operator),
+        (read_only_context, "read-only", users.read_only),
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": cluster, "cluster": {"server": f"http://{LOOPBACK}:{port}"}}],
+        "users": [
+            {"name": f"{cluster}-{label}", "user": {"token": user.token}}
+            for _, label, user in contexts
+        ],
+        "contexts": [
+            {
+                "name": name,
+                "context": {
+                    "cluster": cluster,
+                    "user": f"{cluster}-{label}",
+                    "namespace": namespace,
+                },
+            }
+            for name, label, _ in contexts
+        ],
+        "current-context": operator_context,
+    }
+
+
+def write_kubeconfig(path: Path, port: int, users: Users, **options: str) -> Path:
+    """Write the kubeconfig (mode 0600: it holds bearer tokens) and return its path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(kubeconfig(port, users, **options), sort_keys=False)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path

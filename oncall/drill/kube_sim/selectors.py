@@ -1,0 +1,164 @@
+"""Label and field selectors with the apiserver's syntax.
+
+Label selectors: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, joined by
+commas (AND). Field selectors: `path=value`, `path==value`, `path!=value`, joined by commas, over a
+per-resource allow-list of fields.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from oncall.drill.kube_sim.errors import ApiError, bad_request
+
+_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
+_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_SET_RE = re.compile(rf"^\s*(?P<key>{_KEY})\s+(?P<op>in|notin)\s+\((?P<values>[^)]*)\)\s*$")
+_CMP_RE = re.compile(rf"^\s*(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})\s*$")
+_EXISTS_RE = re.compile(rf"^\s*(?P<neg>!?)\s*(?P<key>{_KEY})\s*$")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One clause of a label selector."""
+
+    key: str
+    op: str  # "=", "!=", "in", "notin", "exists", "!"
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        value = labels.get(self.key)
+        if self.op == "exists":
+            return present
+        if self.op == "!":
+            return not present
+        if self.op in ("=", "in"):
+            return present and value in self.values
+        # "!=" and "notin" match objects without the label too, as in the apiserver.
+        return not present or value not in self.values
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside parentheses."""
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
+def parse_label_selector(text: str | None) -> list[Requirement]:
+    """Parse a label selector; an empty selector matches everything."""
+    if not text or not text.strip():
+        return []
+    requirements: list[Requirement] = []
+    for part in _split_top_level(text):
+        if m := _SET_RE.match(part):
+            values = tuple(v.strip() for v in m["values"].split(",") if v.strip())
+            if not values:
+                raise _label_error(part, "for 'in', 'notin' operators, values set can't be empty")
+            requirements.append(Requirement(m["key"], m["op"], values))
+        elif m := _CMP_RE.match(part):
+            op = "=" if m["op"] in ("=", "==") else "!="
+            requirements.append(Requirement(m["key"], op, (m["value"],)))
+        elif m := _EXISTS_RE.match(part):
+            requirements.append(Requirement(m["key"], "!" if m["neg"] else "exists"))
+        else:
+            raise _label_error(part, "found unexpected token")
+    return requirements
+
+
+def _label_error(part: str, why: str) -> ApiError:
+    return bad_request(f"unable to parse requirement: {why} in {part.strip()!r}")
+
+
+def labels_match(requirements: list[Requirement], labels: Mapping[str, str] | None) -> bool:
+    present = labels or {}
+    return all(r.matches(present) for r in requirements)
+
+
+def selector_from_label_selector(selector: Mapping[str, Any]) -> list[Requirement]:
+    """A metav1.LabelSelector (matchLabels + matchExpressions) as requirements."""
+    reqs = [Requirement(k, "=", (str(v),)) for k, v in (selector.get("matchLabels") or {}).items()]
+    op_map = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+    for expr in selector.get("matchExpressions") or []:
+        values = tuple(str(v) for v in expr.get("values") or ())
+        reqs.append(Requirement(str(expr["key"]), op_map[str(expr["operator"])], values))
+    return reqs
+
+
+@dataclass(frozen=True)
+class FieldRequirement:
+    """One clause of a field selector."""
+
+    path: str
+    value: str
+    negate: bool
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        actual = field_value(obj, self.path)
+        return (actual != self.value) if self.negate else (actual == self.value)
+
+
+def field_value(obj: Mapping[str, Any], path: str) -> str:
+    """The string form of a dotted field in obj; missing fields compare as ""."""
+    current: Any = obj
+    for part in path.split("."):
+        if not isinstance(current, Mapping):
+            return ""
+        current = current.get(part)
+    if current is None:
+        return ""
+    if isinstance(current, bool):
+        return "true" if current else "false"
+    if isinstance(current, Mapping):
+        # `source` on events selects on the component.
+        return str(current.get("component", ""))
+    return str(current)
+
+
+def parse_field_selector(text: str | None, allowed: tuple[str, ...]) -> list[FieldRequirement]:
+    """Parse a field selector, rejecting fields this resource does not index (400)."""
+    if not text or not text.strip():
+        return []
+    reqs: list[FieldRequirement] = []
+    for part in text.split(","):
+        for op in ("!=", "==", "="):
+            if op in part:
+                path, value = part.split(op, 1)
+                break
+        else:
+            raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
+        path = path.strip()
+        if path not in allowed:
+            raise bad_request(f"field label not supported: {path}")
+        reqs.append(FieldRequirement(path, value.strip(), negate=op == "!="))
+    return reqs
+
+
+def make_filter(
+    label_selector: str | None, field_selector: str | None, allowed: tuple[str, ...]
+) -> Callable[[Mapping[str, Any]], bool]:
+    """One predicate for both selectors of a list request."""
+    labels = parse_label_selector(label_selector)
+    fields = parse_field_selector(field_selector, allowed)
+
+    def predicate(obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        return labels_match(labels, meta.get("labels")) and all(f.matches(obj) for f in fields)
+
+    return predicate

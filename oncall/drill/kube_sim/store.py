@@ -1,0 +1,147 @@
+"""The simulator's in-memory object store (its etcd).
+
+Objects are plain JSON dicts in their apiVersion's wire form. Every write bumps one global
+resourceVersion, as etcd's revision does; reads hand out deep copies so that nobody mutates the
+store behind its back. Listeners hear about every change (the controller wakes up on them).
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import secrets
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from oncall.drill.kube_sim.errors import already_exists
+from oncall.drill.kube_sim.resources import ResourceType
+
+Obj = dict[str, Any]
+Listener = Callable[[str, ResourceType, Obj], None]
+
+# The apiserver's name-suffix alphabet (no vowels, no confusable digits).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATION_KINDS = frozenset({"Deployment", "ReplicaSet"})
+
+
+def now_rfc3339() -> str:
+    """metav1.Time: seconds precision, UTC."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    """metav1.MicroTime: exactly six fractional digits."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def random_suffix(length: int = 5) -> str:
+    return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(length))
+
+
+def meta(obj: Obj) -> dict[str, Any]:
+    """obj["metadata"], created if missing."""
+    metadata = obj.setdefault("metadata", {})
+    assert isinstance(metadata, dict)
+    return metadata
+
+
+class Store:
+    """All objects of the simulated cluster, keyed by resource, namespace and name."""
+
+    def __init__(self) -> None:
+        self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._revision = 1000
+        self._listeners: list[Listener] = []
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _notify(self, event: str, rt: ResourceType, obj: Obj) -> None:
+        for listener in list(self._listeners):
+            listener(event, rt, obj)
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._revision)
+
+    def _next_rv(self) -> str:
+        self._revision += 1
+        return str(self._revision)
+
+    def _table(self, rt: ResourceType) -> dict[tuple[str, str], Obj]:
+        return self._objects.setdefault(rt.qualified, {})
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
+        found = self._table(rt).get((namespace or "", name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def list(self, rt: ResourceType, namespace: str | None = None) -> list[Obj]:
+        table = self._table(rt)
+        keys = sorted(k for k in table if namespace is None or k[0] == namespace)
+        return [copy.deepcopy(table[k]) for k in keys]
+
+    def exists(self, rt: ResourceType, namespace: str | None, name: str) -> bool:
+        return (namespace or "", name) in self._table(rt)
+
+    def prepare_create(self, rt: ResourceType, obj: Obj, namespace: str | None) -> Obj:
+        """The object as a create would store it (generated name, uid, timestamps); not stored."""
+        new = copy.deepcopy(obj)
+        new["apiVersion"] = rt.api_version
+        new["kind"] = rt.kind
+        metadata = meta(new)
+        if not metadata.get("name") and metadata.get("generateName"):
+            metadata["name"] = f"{metadata['generateName']}{random_suffix()}"
+        if rt.namespaced:
+            metadata["namespace"] = namespace
+        else:
+            metadata.pop("namespace", None)
+        metadata["uid"] = str(uuid.uuid4())
+        metadata["creationTimestamp"] = now_rfc3339()
+        metadata["resourceVersion"] = self.resource_version
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            metadata.pop(key, None)
+        if rt.kind in _GENERATION_KINDS:
+            metadata["generation"] = 1
+        return new
+
+    def create(self, rt: ResourceType, obj: Obj, namespace: str | None = None) -> Obj:
+        """Store a new object (AlreadyExists if the name is taken); returns a copy."""
+        ns = namespace if namespace is not None else meta(obj).get("namespace")
+        new = self.prepare_create(rt, obj, ns)
+        key = (ns or "", str(meta(new)["name"]))
+        if key in self._table(rt):
+            raise already_exists(rt, key[1])
+        meta(new)["resourceVersion"] = self._next_rv()
+        self._table(rt)[key] = new
+        self._notify("ADDED", rt, new)
+        return copy.deepcopy(new)
+
+    def replace(self, rt: ResourceType, obj: Obj) -> Obj:
+        """Store a new version of an existing object, bumping its resourceVersion."""
+        new = copy.deepcopy(obj)
+        metadata = meta(new)
+        key = (metadata.get("namespace") or "", str(metadata["name"]))
+        if key not in self._table(rt):
+            raise KeyError(key)
+        metadata["resourceVersion"] = self._next_rv()
+        self._table(rt)[key] = new
+        self._notify("MODIFIED", rt, new)
+        return copy.deepcopy(new)
+
+    def delete(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
+        removed = self._table(rt).pop((namespace or "", name), None)
+        if removed is None:
+            return None
+        meta(removed)["resourceVersion"] = self._next_rv()
+        self._notify("DELETED", rt, removed)
+        return copy.deepcopy(removed)
+
+    def dump(self) -> builtins.list[Obj]:
+        """Every object, for a snapshot of the cluster."""
+        return [copy.deepcopy(o) for table in self._objects.values() for o in table.values()]

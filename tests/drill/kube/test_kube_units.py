@@ -1,0 +1,156 @@
+"""Unit tests of the simulator's pure parts: selectors and the three patch dialects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oncall.drill.kube_sim import patch
+from oncall.drill.kube_sim.errors import ApiError
+from oncall.drill.kube_sim.selectors import labels_match, parse_field_selector, parse_label_selector
+from tests.drill.kube.conftest import StrictCheck
+
+LABELS = {"app": "vllm", "tier": "gpu"}
+
+
+@pytest.mark.parametrize(
+    ("selector", "matches"),
+    [
+        ("", True),
+        ("app=vllm", True),
+        ("app=other", False),
+        ("app!=other", True),
+        ("missing!=x", True),
+        ("app in (vllm, x)", True),
+        ("app notin (vllm)", False),
+        ("missing notin (x)", True),
+        ("tier,app", True),
+        ("!tier", False),
+        ("app in (a,b),tier=gpu", False),
+        ("app in (vllm,b),tier=gpu", True),
+    ],
+)
+def test_label_selector(selector: str, matches: bool) -> None:
+    assert labels_match(parse_label_selector(selector), LABELS) is matches
+
+
+@pytest.mark.parametrize("selector", ["app in ()", "app = = x", "a in (x"])
+def test_bad_label_selector(selector: str) -> None:
+    with pytest.raises(ApiError) as err:
+        parse_label_selector(selector)
+    assert err.value.code == 400
+
+
+def test_field_selector_allow_list() -> None:
+    (req,) = parse_field_selector("status.phase!=Running", ("status.phase",))
+    assert req.negate and req.matches({"status": {"phase": "Pending"}})
+    with pytest.raises(ApiError):
+        parse_field_selector("spec.x=1", ("status.phase",))
+
+
+DOC: dict[str, Any] = {
+    "spec": {
+        "containers": [
+            {
+                "name": "vllm",
+                "image": "a",
+                "args": ["--x", "1"],
+                "ports": [{"containerPort": 8000}],
+            },
+            {"name": "sidecar", "image": "b"},
+        ]
+    }
+}
+
+
+def test_json_patch_is_atomic() -> None:
+    ops = [
+        {"op": "replace", "path": "/spec/containers/0/image", "value": "z"},
+        {"op": "test", "path": "/spec/containers/0/args/1", "value": "2"},
+    ]
+    with pytest.raises(patch.PatchNotApplicable, match="testing value /spec/containers/0/args/1"):
+        patch.apply_json_patch(DOC, ops)
+    assert DOC["spec"]["containers"][0]["image"] == "a"
+
+
+def test_json_patch_operations() -> None:
+    ops = [
+        {"op": "add", "path": "/spec/containers/0/args/-", "value": "--y"},
+        {"op": "remove", "path": "/spec/containers/1"},
+        {"op": "copy", "from": "/spec/containers/0/image", "path": "/spec/image"},
+        {"op": "move", "from": "/spec/image", "path": "/spec/img~1x"},
+    ]
+    out = patch.apply_json_patch(DOC, ops)
+    assert out["spec"]["containers"][0]["args"] == ["--x", "1", "--y"]
+    assert len(out["spec"]["containers"]) == 1
+    assert out["spec"]["img/x"] == "a" and "image" not in out["spec"]
+    with pytest.raises(patch.PatchMalformed):
+        patch.apply_json_patch(DOC, {"op": "add"})
+    with pytest.raises(patch.PatchNotApplicable):
+        patch.apply_json_patch(DOC, [{"op": "replace", "path": "/nope/x", "value": 1}])
+
+
+def test_strategic_merge_patch_merge_keys_and_directives() -> None:
+    out = patch.apply_strategic_merge_patch(
+        DOC,
+        {
+            "spec": {
+                "containers": [
+                    {"name": "vllm", "args": ["--z"], "ports": [{"containerPort": 9000}]},
+                    {"name": "sidecar", "$patch": "delete"},
+                    {"name": "new", "image": "n"},
+                ]
+            }
+        },
+    )
+    vllm, new = out["spec"]["containers"]
+    assert vllm["args"] == ["--z"]  # replaced wholesale
+    assert vllm["image"] == "a"
+    assert vllm["ports"] == [{"containerPort": 8000}, {"containerPort": 9000}]
+    assert new == {"name": "new", "image": "n"}
+    assert DOC["spec"]["containers"][1]["name"] == "sidecar"  # input untouched
+
+
+def test_merge_patch_replaces_lists_and_deletes_nulls() -> None:
+    out = patch.apply_merge_patch(DOC, {"spec": {"containers": [{"name": "only"}], "x": None}})
+    assert out == {"spec": {"containers": [{"name": "only"}]}}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+json_docs = st.dictionaries(st.text(min_size=1, max_size=4), json_values, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(json_docs)
+def test_empty_patches_change_nothing(doc: dict[str, Any]) -> None:
+    assert patch.apply_merge_patch(doc, {}) == doc
+    assert patch.apply_json_patch(doc, []) == doc
+
+
+@settings(max_examples=60, deadline=None)
+@given(json_docs, json_docs)
+def test_merge_patch_sets_every_non_null_key(doc: dict[str, Any], changes: dict[str, Any]) -> None:
+    out = patch.apply_merge_patch(doc, changes)
+    for key, value in changes.items():
+        if value is None:
+            assert key not in out
+        elif not isinstance(value, dict):
+            assert out[key] == value
+
+
+def test_strict_check_catches_unknown_fields() -> None:
+    checker = StrictCheck()
+    checker.check("V1Pod", b'{"metadata": {"name": "x", "bogus": 1}}')
+    assert checker.problems and checker.checked == 0
+    checker = StrictCheck()
+    checker.check("V1Pod", b'{"metadata": {"name": "x"}}')
+    assert not checker.problems and checker.checked == 1
