@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(show, suppress=True)
     show.set_defaults(handler=_run_config_show)
     config.set_defaults(handler=_usage_of(config))
+
+    from oncall.cli import drill_cmd
+
+    drill_cmd.register(commands, _global_options)
     return parser
 
 

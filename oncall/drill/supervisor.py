@@ -40,6 +40,7 @@ class DrillState:
     directory: str
     processes: list[ProcessRecord] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
     scenario: str | None = None
     faults: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)

@@ -1,0 +1,220 @@
+"""`oncall drill up|down|status|inject|clear|scenarios|watch`: the drill environment.
+
+The only module outside `oncall/drill/` that imports it (import-linter contract).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from oncall.errors import EXIT_FOUND, EXIT_USAGE, OncallError
+
+DEFAULT_DIR = Path(".drill")
+
+
+class DrillCommandError(OncallError):
+    exit_code = EXIT_USAGE
+
+
+def register(commands: Any, global_options: Any) -> None:
+    """Add the `drill` command and its subcommands to the CLI parser."""
+    drill = commands.add_parser("drill", help="the simulated service stack for demos and game days")
+    sub = drill.add_subparsers(dest="drill_command", metavar="SUBCOMMAND")
+
+    def add(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+        parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="drill directory")
+        global_options(parser, suppress=True)
+        parser.set_defaults(handler=handler)
+        return parser
+
+    up = add("up", "start the stack in the background and write oncall.yaml + kubeconfig", run_up)
+    up.add_argument("--scenario", help="inject this scenario once the stack is up")
+    up.add_argument("--for-scale", type=float, default=1.0, help="scale of alert `for` durations")
+    up.add_argument("--replicas", type=int, default=2, help="vLLM pods")
+    add("down", "stop every process the drill started", run_down)
+    status = add(
+        "status", "processes, URLs and Prometheus targets of the running drill", run_status
+    )
+    status.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    inject = add("inject", "inject a scenario's faults into the running drill", run_inject)
+    inject.add_argument("scenario")
+    add("clear", "undo every fault and return to the base load", run_clear)
+    scenarios = add("scenarios", "list the scenarios and the alert each trips", run_scenarios)
+    scenarios.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    watch = add(
+        "watch", "the golden signals of every scenario, live, against thresholds", run_watch
+    )
+    watch.add_argument("--interval", type=float, default=2.0)
+    watch.add_argument("--count", type=int, default=0, help="stop after N refreshes (0: Ctrl-C)")
+
+    def usage(_args: argparse.Namespace) -> int:
+        drill.print_usage(sys.stderr)
+        return EXIT_USAGE
+
+    drill.set_defaults(handler=usage)
+
+
+def _drill_errors(fn: Any) -> Any:
+    def wrapper(args: argparse.Namespace) -> int:
+        from oncall.drill.components import DrillError
+
+        try:
+            result: int = fn(args)
+            return result
+        except DrillError as exc:
+            raise DrillCommandError(f"drill: {exc}") from exc
+
+    return wrapper
+
+
+@_drill_errors
+def run_up(args: argparse.Namespace) -> int:
+    from oncall.drill.stack import UpOptions, up
+
+    started = time.monotonic()
+    state = up(
+        UpOptions(
+            directory=args.dir,
+            scenario=args.scenario,
+            for_scale=args.for_scale,
+            replicas=args.replicas,
+        )
+    )
+    directory = Path(state.directory)
+    print(f"drill up in {time.monotonic() - started:.1f}s: {directory}")
+    for name, url in state.urls.items():
+        print(f"  {name:<11} {url}")
+    if state.scenario:
+        print(f"  scenario    {state.scenario}")
+    print(
+        "\nuse it:\n"
+        f"  oncall --config {directory / 'oncall.yaml'} config show\n"
+        f"  kubectl --kubeconfig {directory / 'kubeconfig'} -n ai get pods\n"
+        f"  oncall drill watch --dir {args.dir}      # golden signals vs thresholds\n"
+        f"  oncall drill inject SCENARIO --dir {args.dir} ; oncall drill clear --dir {args.dir}\n"
+        f"  oncall drill down --dir {args.dir}"
+    )
+    return 0
+
+
+@_drill_errors
+def run_down(args: argparse.Namespace) -> int:
+    from oncall.drill.stack import down
+
+    report = down(args.dir)
+    problems = [r for r in report if not (r["stopped"] and r["port_free"])]
+    for row in report:
+        mark = "stopped" if row["stopped"] else "STILL RUNNING"
+        port = (
+            ""
+            if not row["port"]
+            else f" port {row['port']} {'free' if row['port_free'] else 'BUSY'}"
+        )
+        print(f"{row['name']:<15} pid {row['pid']:<7} {mark}{port}")
+    return EXIT_FOUND if problems else 0
+
+
+@_drill_errors
+def run_status(args: argparse.Namespace) -> int:
+    from oncall.drill.stack import status
+
+    info = status(args.dir)
+    healthy = all(p["alive"] for p in info["processes"]) and all(
+        t["health"] == "up" for t in info["targets"]
+    )
+    if args.output == "json":
+        print(json.dumps(info, indent=2))
+        return 0 if healthy else EXIT_FOUND
+    print(f"drill in {info['directory']}  scenario: {info['scenario'] or 'none'}")
+    for proc in info["processes"]:
+        state = "up" if proc["alive"] else "DEAD"
+        print(f"  {proc['name']:<15} pid {proc['pid']:<7} port {proc['port']:<6} {state}")
+    print("prometheus targets:")
+    for target in info["targets"]:
+        error = f"  {target['error']}" if target["error"] else ""
+        print(f"  {target['job']:<19} {target['instance']:<21} {target['health']}{error}")
+    return 0 if healthy else EXIT_FOUND
+
+
+@_drill_errors
+def run_inject(args: argparse.Namespace) -> int:
+    from oncall.drill.stack import inject
+
+    scenario = inject(args.dir, args.scenario)
+    print(f"injected {scenario.name}: should trip {scenario.alert or 'no alert'}")
+    return 0
+
+
+@_drill_errors
+def run_clear(args: argparse.Namespace) -> int:
+    from oncall.drill.stack import clear
+
+    clear(args.dir)
+    print("cleared: simulators reset, OOM-killed pods rebuilt, base load")
+    return 0
+
+
+@_drill_errors
+def run_scenarios(args: argparse.Namespace) -> int:
+    from oncall.drill.scenarios import all_scenarios
+
+    scenarios = all_scenarios()
+    if args.output == "json":
+        print(json.dumps([s.model_dump(by_alias=True) for s in scenarios.values()], indent=2))
+        return 0
+    for scenario in scenarios.values():
+        print(f"{scenario.name:<24} {scenario.alert or '-':<26} {scenario.description}")
+    return 0
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:.3g}"
+
+
+@_drill_errors
+def run_watch(args: argparse.Namespace) -> int:
+    from oncall.drill.scenarios import all_scenarios
+    from oncall.drill.stack import load_state
+
+    state = load_state(args.dir)
+    signals = [(s.name, s.alert, s.signal) for s in all_scenarios().values() if s.signal]
+    return asyncio.run(_watch(state.urls["prometheus"], signals, args.interval, args.count))
+
+
+async def _watch(url: str, signals: list[Any], interval: float, count: int) -> int:
+    from oncall.backends.prometheus import PrometheusClient
+    from oncall.errors import BackendError
+
+    refreshes = 0
+    async with PrometheusClient(url, timeout=2.0) as prom:
+        while count == 0 or refreshes < count:
+            lines = [time.strftime("%H:%M:%S") + "  golden signals (scenario: alert)"]
+            for name, alert, signal in signals:
+                try:
+                    samples = await prom.query(signal.query)
+                    value = samples[0].value if samples else math.nan
+                    text = _fmt(value)
+                except BackendError as exc:
+                    value, text = math.nan, f"unknown ({exc.reason})"
+                crossed = not math.isnan(value) and (
+                    value > signal.threshold if signal.op == ">" else value < signal.threshold
+                )
+                flag = "CROSSED" if crossed else "ok"
+                label = f"{name}: {alert}"
+                threshold = f"{signal.op} {signal.threshold:<6g}"
+                lines.append(f"  {label:<48} {text:>10} {threshold} {flag}")
+            print("\n".join(lines), flush=True)
+            refreshes += 1
+            if count == 0 or refreshes < count:
+                await asyncio.sleep(interval)
+    return 0

@@ -1,0 +1,107 @@
+"""`python -m oncall.drill.cluster`: the drill's Kubernetes cluster as one process.
+
+Serves the Kubernetes API simulator (pods run as vLLM simulator processes), the `vllm`
+Service proxy, and kube-state-metrics-style series, each on its own loopback port, and keeps
+a Prometheus file_sd list of the Ready vLLM pods. Runs until SIGTERM, then stops every pod.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from oncall.drill.cluster.ksm import metrics_app
+from oncall.drill.cluster.pods import VllmPodHook
+from oncall.drill.cluster.service import ServiceProxy, file_sd_targets, write_file_sd
+from oncall.drill.kube_sim import KubeSim, default_objects, serve, write_kubeconfig
+from oncall.drill.netutil import LOOPBACK
+
+NAMESPACE = "ai"
+SELECTOR = "app=vllm"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m oncall.drill.cluster", description=__doc__)
+    parser.add_argument("--api-port", type=int, required=True)
+    parser.add_argument("--service-port", type=int, required=True)
+    parser.add_argument("--metrics-port", type=int, required=True)
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--file-sd", type=Path, required=True, help="vLLM pod targets file")
+    parser.add_argument("--log-dir", type=Path, required=True)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--max-num-seqs", type=int, default=256)
+    parser.add_argument("--kv-capacity-tokens", type=int, default=12_000)
+    parser.add_argument("--tokens-per-second", type=float, default=150.0)
+    parser.add_argument("--start-delay", type=float, default=0.3)
+    return parser.parse_args(argv)
+
+
+async def _site(app: web.Application, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, LOOPBACK, port).start()
+    return runner
+
+
+async def _keep_file_sd(sim: KubeSim, path: Path, stop: asyncio.Event) -> None:
+    # The store has no change feed for readiness we can subscribe to cheaply; 4 checks a
+    # second is well inside Prometheus' 1 s file_sd refresh.
+    while not stop.is_set():
+        write_file_sd(path, file_sd_targets(sim, NAMESPACE, SELECTOR))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.25)
+
+
+async def amain(args: argparse.Namespace) -> int:
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    hook = VllmPodHook(
+        log_dir=args.log_dir,
+        kv_capacity_tokens=args.kv_capacity_tokens,
+        tokens_per_second=args.tokens_per_second,
+    )
+    objects = default_objects(namespace_name=NAMESPACE, replicas=args.replicas)
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            container = obj["spec"]["template"]["spec"]["containers"][0]
+            container["args"] = ["--model", "qwen", "--max-num-seqs", str(args.max_num_seqs)]
+    sim = KubeSim(objects, hook=hook, start_delay=args.start_delay)
+
+    def restart_exited(namespace: str, pod: str, code: int) -> None:
+        sim.container_exited(namespace, pod, "vllm", reason="Error", exit_code=code)
+
+    hook.on_exit = restart_exited
+    write_file_sd(args.file_sd, [])
+    runners = [await serve(sim, args.api_port)]
+    runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
+    runners.append(await _site(metrics_app(sim, NAMESPACE), args.metrics_port))
+    write_kubeconfig(args.kubeconfig, args.api_port, sim.users, namespace=NAMESPACE)
+    print(f"cluster: api :{args.api_port} service :{args.service_port}", file=sys.stderr)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    keeper = asyncio.create_task(_keep_file_sd(sim, args.file_sd, stop))
+    try:
+        await stop.wait()
+    finally:
+        await keeper
+        for runner in reversed(runners):
+            await runner.cleanup()
+        await hook.stop_all()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="cluster %(levelname)s %(message)s")
+    return asyncio.run(amain(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""What the drill stack is made of: each process, its command line, and its readiness check.
+
+Ports are picked free on 127.0.0.1 at `drill up`; the command lines here are the only place
+that knows how each simulator or real server is started.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oncall.drill.netutil import LOOPBACK, port_accepts
+
+PY = [sys.executable, "-m"]
+MODEL = "qwen"
+
+
+class DrillError(Exception):
+    """The drill could not do what was asked; the message says what and where to look."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    redis: int
+    redis_exporter: int
+    cluster_api: int
+    vllm_service: int
+    kube_metrics: int
+    gateway: int
+    gpu: int
+    prometheus: int
+
+    def url(self, name: str) -> str:
+        return f"http://{LOOPBACK}:{getattr(self, name)}"
+
+
+def require(binary: str, package: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        raise DrillError(
+            f"{binary} not found: install the Debian package '{package}' "
+            f"(apt-get install {package}, or `make setup` as root)"
+        )
+    return path
+
+
+def redis_argv(ports: Ports, directory: Path) -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    return [
+        require("redis-server", "redis-server"),
+        "--port", str(ports.redis), "--bind", LOOPBACK, "--dir", str(directory),
+        "--save", "", "--appendonly", "no", "--daemonize", "no",
+        "--latency-monitor-threshold", "5", "--maxmemory", "64mb",
+        "--maxmemory-policy", "allkeys-lru",
+    ]  # fmt: skip
+
+
+def redis_exporter_argv(ports: Ports) -> list[str]:
+    return [
+        require("prometheus-redis-exporter", "prometheus-redis-exporter"),
+        f"-redis.addr=redis://{LOOPBACK}:{ports.redis}",
+        f"-web.listen-address={LOOPBACK}:{ports.redis_exporter}",
+    ]
+
+
+def cluster_argv(ports: Ports, directory: Path, replicas: int) -> list[str]:
+    return [
+        *PY, "oncall.drill.cluster",
+        "--api-port", str(ports.cluster_api),
+        "--service-port", str(ports.vllm_service),
+        "--metrics-port", str(ports.kube_metrics),
+        "--kubeconfig", str(directory / "kubeconfig"),
+        "--file-sd", str(directory / "targets" / "vllm.json"),
+        "--log-dir", str(directory / "logs"),
+        "--replicas", str(replicas),
+    ]  # fmt: skip
+
+
+def gateway_argv(ports: Ports) -> list[str]:
+    return [
+        *PY, "oncall.drill.gateway_sim",
+        "--port", str(ports.gateway),
+        "--redis-url", f"redis://{LOOPBACK}:{ports.redis}/0",
+        "--vllm-url", ports.url("vllm_service"),
+        "--model", MODEL,
+    ]  # fmt: skip
+
+
+def gpu_argv(ports: Ports) -> list[str]:
+    # Both GPUs read the vLLM state through the Service: pods come and go (rebuilds,
+    # rollouts) and the Service always knows the Ready ones.
+    service = ports.url("vllm_service")
+    return [
+        *PY, "oncall.drill.gpu_sim", "--port", str(ports.gpu), "--hostname", "gpu-node-1",
+        "--gpu", f"0={service}", "--gpu", f"1={service}",
+    ]  # fmt: skip
+
+
+def loadgen_argv(ports: Ports, rate: float, duration: float, curve: str = "constant") -> list[str]:
+    max_requests = max(1, min(100_000, int(rate * duration * 2)))
+    return [
+        *PY, "oncall.drill.loadgen",
+        "--url", ports.url("gateway"), "--rate", f"{rate:g}", "--duration", f"{duration:g}",
+        "--max-requests", str(max_requests), "--curve", curve, "--timeout", "10",
+    ]  # fmt: skip
+
+
+def prometheus_config(ports: Ports, directory: Path) -> dict[str, Any]:
+    def static(job: str, port: int) -> dict[str, Any]:
+        return {"job_name": job, "static_configs": [{"targets": [f"{LOOPBACK}:{port}"]}]}
+
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+        "rule_files": [str(directory / "rules" / "*.yaml")],
+        "scrape_configs": [
+            static("prometheus", ports.prometheus),
+            static("ai-gateway", ports.gateway),
+            static("dcgm-exporter", ports.gpu),
+            static("redis", ports.redis_exporter),
+            static("kube-state-metrics", ports.kube_metrics),
+            {
+                "job_name": "vllm",
+                "file_sd_configs": [
+                    {"files": [str(directory / "targets" / "vllm.json")], "refresh_interval": "1s"}
+                ],
+            },
+        ],
+    }
+
+
+def prometheus_argv(ports: Ports, directory: Path) -> list[str]:
+    config = directory / "prometheus.yml"
+    config.write_text(yaml.safe_dump(prometheus_config(ports, directory), sort_keys=False))
+    return [
+        require("prometheus", "prometheus"),
+        f"--config.file={config}",
+        f"--storage.tsdb.path={directory / 'prometheus-data'}",
+        f"--web.listen-address={LOOPBACK}:{ports.prometheus}",
+        "--web.enable-lifecycle",
+        "--storage.tsdb.retention.time=2d",
+    ]
+
+
+def http_get(url: str, timeout: float = 1.0) -> tuple[int, bytes]:
+    """GET a loopback URL; (0, b"") when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except (urllib.error.URLError, OSError, TimeoutError):
+        return 0, b""
+
+
+def http_post(url: str, body: object, timeout: float = 2.0) -> tuple[int, bytes]:
+    return http_request("POST", url, body=body, timeout=timeout)
+
+
+def http_request(
+    method: str,
+    url: str,
+    *,
+    body: object = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 2.0,
+) -> tuple[int, bytes]:
+    """One HTTP request to a drill component (loopback only); raises DrillError if none answers."""
+    data = None if body is None else json.dumps(body).encode()
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    request = urllib.request.Request(  # noqa: S310 - loopback only
+        url, data=data, method=method, headers=all_headers
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise DrillError(f"{method} {url}: {exc}") from exc
+
+
+def ready(name: str, ports: Ports) -> bool:
+    """Is the named component answering the way it will be used?"""
+    if name == "prometheus":
+        return http_get(f"{ports.url('prometheus')}/-/ready")[0] == 200
+    if name == "cluster":
+        # Ready pods behind the Service: the vLLM simulators answer through it.
+        return http_get(f"{ports.url('vllm_service')}/health")[0] == 200
+    port = {
+        "redis": ports.redis,
+        "redis-exporter": ports.redis_exporter,
+        "gateway": ports.gateway,
+        "gpu-exporter": ports.gpu,
+    }.get(name)
+    return port is not None and port_accepts(port)

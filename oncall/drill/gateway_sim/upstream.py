@@ -1,0 +1,67 @@
+"""Calls to the vLLM upstreams: OpenAI `/v1/chat/completions`, round-robin over the URLs.
+
+Any failure — connection refused, timeout, a non-200 answer, a body without a message — is
+an `UpstreamError`; the gateway turns it into a 503 for its client.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+class UpstreamError(Exception):
+    """The LLM call failed; the message says how (for the 503 body and the log)."""
+
+
+@dataclass(frozen=True)
+class LlmAnswer:
+    """A completed LLM call."""
+
+    text: str
+    upstream: str
+    completion_tokens: int
+
+
+class LlmUpstreams:
+    """Round-robin client of one or more simulated vLLM servers."""
+
+    def __init__(self, urls: tuple[str, ...], model: str) -> None:
+        if not urls:
+            raise ValueError("at least one vLLM URL is needed")
+        self.urls = urls
+        self.model = model
+        self._next = itertools.cycle(urls)
+        # trust_env=False: never route drill traffic through a proxy from the environment.
+        self._client = httpx.AsyncClient(trust_env=False, limits=httpx.Limits(max_connections=256))
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    async def chat(
+        self, messages: list[dict[str, str]], *, max_tokens: int, timeout_seconds: float
+    ) -> LlmAnswer:
+        """One chat completion from the next upstream in turn."""
+        url = next(self._next)
+        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
+        try:
+            response = await self._client.post(
+                f"{url}/v1/chat/completions", json=body, timeout=timeout_seconds
+            )
+        except httpx.TimeoutException as exc:
+            raise UpstreamError(f"{url}: timed out after {timeout_seconds:g}s") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError(f"{url}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise UpstreamError(f"{url}: HTTP {response.status_code}")
+        try:
+            data: Any = response.json()
+            text = str(data["choices"][0]["message"]["content"])
+            tokens = int(data.get("usage", {}).get("completion_tokens", 0))
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise UpstreamError(f"{url}: malformed completion body") from exc
+        return LlmAnswer(text=text, upstream=url, completion_tokens=tokens)

@@ -1,0 +1,313 @@
+"""`drill up / down / status / inject / clear`: run the whole simulated stack.
+
+`up` starts real redis-server, prometheus-redis-exporter and prometheus plus the simulators
+(cluster with vLLM pods, AI gateway, GPU exporter) and a bounded load generator, all on free
+loopback ports, in the background; it writes `oncall.yaml` and a kubeconfig for the app into
+the drill directory and records every process in `state.json` for the other commands.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oncall.drill import components as c
+from oncall.drill.components import DrillError, Ports
+from oncall.drill.netutil import LOOPBACK, free_loopback_port
+from oncall.drill.scenarios import Scenario, Step, get_scenario
+from oncall.drill.supervisor import (
+    DrillState,
+    ProcessRecord,
+    pid_alive,
+    spawn_detached,
+    stop_process,
+    wait_port_free,
+)
+
+LOAD_SECONDS = 3600.0  # the load generator's hard cap; `drill up` again for more
+BASE_RATE = 4.0
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    directory: Path
+    scenario: str | None = None
+    for_scale: float = 1.0
+    replicas: int = 2
+    timeout: float = 30.0
+
+
+def _ports() -> Ports:
+    names = Ports.__dataclass_fields__
+    chosen: set[int] = set()
+    values: dict[str, int] = {}
+    for name in names:
+        port = free_loopback_port()
+        while port in chosen:
+            port = free_loopback_port()
+        chosen.add(port)
+        values[name] = port
+    return Ports(**values)
+
+
+def _ports_of(state: DrillState) -> Ports:
+    return Ports(**state.ports)
+
+
+def _start(state: DrillState, name: str, argv: list[str], port: int) -> ProcessRecord:
+    log = Path(state.directory) / "logs" / f"{name}.log"
+    record = spawn_detached(name, argv, port, log)
+    state.processes.append(record)
+    state.save()
+    return record
+
+
+def _wait_ready(state: DrillState, ports: Ports, timeout: float) -> None:
+    """Wait until every component answers; name the ones that did not, with their log."""
+    deadline = time.monotonic() + timeout
+    waiting = {p.name for p in state.processes if p.name != "loadgen"}
+    while waiting and time.monotonic() < deadline:
+        for record in state.processes:
+            if record.name in waiting and not pid_alive(record.pid):
+                raise DrillError(f"{record.name} exited during start-up; see {record.log}")
+        waiting = {name for name in waiting if not c.ready(name, ports)}
+        time.sleep(0.05)
+    if waiting:
+        logs = ", ".join(p.log for p in state.processes if p.name in waiting)
+        raise DrillError(f"not ready within {timeout:g}s: {', '.join(sorted(waiting))} ({logs})")
+
+
+DEGRADATION_KEY = "ai-gateway:degradation-level"
+
+
+def _set_degradation_level(ports: Ports, level: int) -> None:
+    """The service starts at level 0, explicitly (a missing key would read as 0 too)."""
+    import redis
+
+    client = redis.Redis(host=LOOPBACK, port=ports.redis, socket_timeout=2)
+    try:
+        client.set(DEGRADATION_KEY, str(level))
+    except redis.RedisError as exc:
+        raise DrillError(f"cannot set {DEGRADATION_KEY} in the drill Redis: {exc}") from exc
+    finally:
+        client.close()
+
+
+def write_app_config(directory: Path, ports: Ports, for_scale: float) -> Path:
+    settings = {
+        "context": {"name": "drill", "production": False},
+        "prometheus": {"url": ports.url("prometheus"), "timeout": "2s"},
+        "kubernetes": {"kubeconfig": str(directory / "kubeconfig"), "namespace": "ai"},
+        "redis": {"url": f"redis://{LOOPBACK}:{ports.redis}/0", "timeout": "1s"},
+        "vllm": {"urls": [ports.url("vllm_service")]},
+        "gpu": {"source": "dcgm"},
+        "alerts": {"for_scale": for_scale, "refresh": "2s"},
+        "audit": {"path": str(directory / "audit.jsonl")},
+    }
+    path = directory / "oncall.yaml"
+    header = "# Written by `oncall drill up`: the app's settings for this drill environment.\n"
+    path.write_text(header + yaml.safe_dump(settings, sort_keys=False))
+    return path
+
+
+def up(options: UpOptions) -> DrillState:
+    directory = options.directory.resolve()
+    existing = DrillState.load(directory) if directory.exists() else None
+    if existing and any(pid_alive(p.pid) for p in existing.processes):
+        raise DrillError(f"a drill is already running in {directory}; `oncall drill down` first")
+    scenario = get_scenario(options.scenario) if options.scenario else None
+    for sub in ("logs", "targets", "rules"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    ports = _ports()
+    state = DrillState(directory=str(directory))
+    state.ports = dict(vars(ports))
+    state.urls = {
+        "prometheus": ports.url("prometheus"),
+        "gateway": ports.url("gateway"),
+        "vllm": ports.url("vllm_service"),
+        "kubernetes": ports.url("cluster_api"),
+        "redis": f"redis://{LOOPBACK}:{ports.redis}/0",
+    }
+    try:
+        _start(state, "redis", c.redis_argv(ports, directory / "redis"), ports.redis)
+        cluster = c.cluster_argv(ports, directory, options.replicas)
+        _start(state, "cluster", cluster, ports.cluster_api)
+        _start(state, "gateway", c.gateway_argv(ports), ports.gateway)
+        _start(state, "gpu-exporter", c.gpu_argv(ports), ports.gpu)
+        _start(state, "redis-exporter", c.redis_exporter_argv(ports), ports.redis_exporter)
+        _start(state, "prometheus", c.prometheus_argv(ports, directory), ports.prometheus)
+        _wait_ready(state, ports, options.timeout)
+        _set_degradation_level(ports, 0)
+        rate = scenario.load.rate if scenario else BASE_RATE
+        _start(state, "loadgen", c.loadgen_argv(ports, rate, LOAD_SECONDS), 0)
+        write_app_config(directory, ports, options.for_scale)
+        if scenario is not None:
+            _apply(state, ports, scenario)
+    except BaseException:
+        _stop_all(state)
+        raise
+    state.save()
+    return state
+
+
+def _stop_all(state: DrillState) -> list[dict[str, Any]]:
+    report = []
+    for record in reversed(state.processes):
+        stop_process(record)
+        freed = record.port == 0 or wait_port_free(record.port)
+        report.append(
+            {"name": record.name, "pid": record.pid, "stopped": not pid_alive(record.pid),
+             "port": record.port, "port_free": freed}
+        )  # fmt: skip
+    return report
+
+
+def load_state(directory: Path) -> DrillState:
+    state = DrillState.load(directory.resolve())
+    if state is None:
+        raise DrillError(f"no drill in {directory.resolve()}; start one with `oncall drill up`")
+    return state
+
+
+def down(directory: Path) -> list[dict[str, Any]]:
+    state = load_state(directory)
+    report = _stop_all(state)
+    state.path.unlink(missing_ok=True)
+    return report
+
+
+def status(directory: Path) -> dict[str, Any]:
+    state = load_state(directory)
+    ports = _ports_of(state)
+    processes = [
+        {"name": p.name, "pid": p.pid, "port": p.port, "alive": pid_alive(p.pid), "log": p.log}
+        for p in state.processes
+    ]
+    code, body = c.http_get(f"{ports.url('prometheus')}/api/v1/targets?state=active")
+    targets = []
+    if code == 200:
+        for target in json.loads(body)["data"]["activeTargets"]:
+            targets.append(
+                {"job": target["labels"].get("job"), "instance": target["labels"].get("instance"),
+                 "health": target["health"], "error": target.get("lastError", "")}
+            )  # fmt: skip
+    return {
+        "directory": state.directory,
+        "scenario": state.scenario,
+        "faults": state.faults,
+        "urls": state.urls,
+        "processes": processes,
+        "targets": targets,
+    }
+
+
+def _vllm_pods(state: DrillState) -> list[tuple[str, str]]:
+    """(pod name, base URL) of every Ready vLLM pod, from the Prometheus discovery file."""
+    targets = json.loads((Path(state.directory) / "targets" / "vllm.json").read_text())
+    return sorted((t["labels"]["pod"], f"http://{t['targets'][0]}") for t in targets)
+
+
+def _run_step(state: DrillState, ports: Ports, step: Step) -> None:
+    if step.kind == "http":
+        base = {"gateway": ports.url("gateway"), "gpu-exporter": ports.url("gpu"),
+                "cluster-api": ports.url("cluster_api")}[step.component or "gateway"]  # fmt: skip
+        code, body = c.http_post(f"{base}{step.path}", step.json_body or {})
+        if code >= 300:
+            raise DrillError(f"{step.component} {step.path}: HTTP {code}: {body[:200]!r}")
+    elif step.kind == "vllm_fault":
+        for _, url in _vllm_pods(state):
+            c.http_post(f"{url}/drill/fault", {"fault": step.fault})
+    elif step.kind == "oom_kill":
+        pods = _vllm_pods(state)
+        if not pods:
+            raise DrillError("no Ready vLLM pod to OOM-kill")
+        name = pods[step.pod_index % len(pods)][0]
+        kill = {"namespace": "ai", "pod": name, "container": "vllm"}
+        code, text = c.http_post(f"{ports.url('cluster_api')}/drill/oom-kill", kill)
+        if code >= 300:
+            raise DrillError(f"oom-kill {name}: HTTP {code}: {text[:200]!r}")
+    elif step.kind == "node_condition":
+        condition = {"node": "gpu-node-1", "type": step.condition, "status": step.status}
+        c.http_post(f"{ports.url('cluster_api')}/drill/node-condition", condition)
+
+
+def _restart_load(state: DrillState, ports: Ports, rate: float, curve: str) -> None:
+    old = state.process("loadgen")
+    if old is not None:
+        stop_process(old)
+        state.processes.remove(old)
+    _start(state, "loadgen", c.loadgen_argv(ports, rate, LOAD_SECONDS, curve), 0)
+
+
+def _apply(state: DrillState, ports: Ports, scenario: Scenario) -> None:
+    if scenario.load.rate != BASE_RATE or scenario.load.curve != "constant":
+        _restart_load(state, ports, scenario.load.rate, scenario.load.curve)
+    for step in scenario.inject:
+        _run_step(state, ports, step)
+    state.scenario = scenario.name
+    if scenario.name not in state.faults and scenario.inject:
+        state.faults.append(scenario.name)
+    state.save()
+
+
+def inject(directory: Path, name: str) -> Scenario:
+    state = load_state(directory)
+    scenario = get_scenario(name)
+    _apply(state, _ports_of(state), scenario)
+    return scenario
+
+
+CLEAR_STEPS = [
+    Step(kind="http", component="gateway", path="/drill/reset"),
+    Step(kind="http", component="gpu-exporter", path="/drill/fault", json={"fault": "none"}),
+    Step(kind="vllm_fault", fault="none"),
+    Step(kind="node_condition", condition="MemoryPressure", status=False),
+]
+
+
+def _operator_token(state: DrillState) -> str:
+    kubeconfig = yaml.safe_load((Path(state.directory) / "kubeconfig").read_text())
+    for user in kubeconfig["users"]:
+        if "readonly" not in user["name"]:
+            return str(user["user"]["token"])
+    raise DrillError("the drill kubeconfig has no operator user")
+
+
+def _rebuild_oom_killed(state: DrillState, ports: Ports) -> list[str]:
+    """Delete (through the Kubernetes API, as an operator would) every OOM-killed vLLM pod."""
+    headers = {"Authorization": f"Bearer {_operator_token(state)}"}
+    base = f"{ports.url('cluster_api')}/api/v1/namespaces/ai/pods"
+    code, body = c.http_request("GET", f"{base}?labelSelector=app%3Dvllm", headers=headers)
+    if code != 200:
+        raise DrillError(f"list pods: HTTP {code}")
+    rebuilt = []
+    for pod in json.loads(body)["items"]:
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        if any(
+            (s.get("lastState") or {}).get("terminated", {}).get("reason") == "OOMKilled"
+            for s in statuses
+        ):
+            name = pod["metadata"]["name"]
+            code, _ = c.http_request("DELETE", f"{base}/{name}", headers=headers)
+            if code >= 300:
+                raise DrillError(f"delete pod {name}: HTTP {code}")
+            rebuilt.append(name)
+    return rebuilt
+
+
+def clear(directory: Path) -> None:
+    """Undo every fault: reset the simulators, rebuild OOM-killed pods, base load."""
+    state = load_state(directory)
+    ports = _ports_of(state)
+    for step in CLEAR_STEPS:
+        _run_step(state, ports, step)
+    _rebuild_oom_killed(state, ports)
+    _restart_load(state, ports, BASE_RATE, "constant")
+    state.scenario = None
+    state.faults = []
+    state.save()
