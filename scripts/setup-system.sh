@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system programs the tests and the drill run for real: redis-server, prometheus
-# and promtool (Debian packages). As root with apt-get, installs what is missing; otherwise
+# and promtool, prometheus-redis-exporter (Debian packages). As root with apt-get, installs what
+# is missing; otherwise
 # stops and names the packages to install. Never prompts (CI has no standard input).
 set -euo pipefail
 
@@ -9,6 +10,8 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
     missing+=(prometheus)
 fi
+# The drill's Redis exporter: the real redis_exporter, so alert rules see its real metric names.
+command -v prometheus-redis-exporter >/dev/null 2>&1 || missing+=(prometheus-redis-exporter)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -6,7 +6,6 @@ The only module outside `oncall/drill/` that imports it (import-linter contract)
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import sys
@@ -185,6 +184,8 @@ def _fmt(value: float) -> str:
 def run_watch(args: argparse.Namespace) -> int:
     from oncall.drill.scenarios import all_scenarios
     from oncall.drill.stack import load_state
+
+    import asyncio
 
     state = load_state(args.dir)
     signals = [(s.name, s.alert, s.signal) for s in all_scenarios().values() if s.signal]

@@ -110,6 +110,7 @@ def loadgen_argv(ports: Ports, rate: float, duration: float, curve: str = "const
         *PY, "oncall.drill.loadgen",
         "--url", ports.url("gateway"), "--rate", f"{rate:g}", "--duration", f"{duration:g}",
         "--max-requests", str(max_requests), "--curve", curve, "--timeout", "10",
+        "--max-in-flight", "200",
     ]  # fmt: skip
 
 

@@ -143,6 +143,10 @@ def up(options: UpOptions) -> DrillState:
         _start(state, "prometheus", c.prometheus_argv(ports, directory), ports.prometheus)
         _wait_ready(state, ports, options.timeout)
         _set_degradation_level(ports, 0)
+        code, body = c.http_get(f"{ports.url('gateway')}/drill/config")
+        if code != 200:
+            raise DrillError(f"gateway /drill/config: HTTP {code}")
+        state.gateway_config = json.loads(body)
         rate = scenario.load.rate if scenario else BASE_RATE
         _start(state, "loadgen", c.loadgen_argv(ports, rate, LOAD_SECONDS), 0)
         write_app_config(directory, ports, options.for_scale)
@@ -263,7 +267,6 @@ def inject(directory: Path, name: str) -> Scenario:
 
 
 CLEAR_STEPS = [
-    Step(kind="http", component="gateway", path="/drill/reset"),
     Step(kind="http", component="gpu-exporter", path="/drill/fault", json={"fault": "none"}),
     Step(kind="vllm_fault", fault="none"),
     Step(kind="node_condition", condition="MemoryPressure", status=False),
@@ -304,7 +307,12 @@ def clear(directory: Path) -> None:
     """Undo every fault: reset the simulators, rebuild OOM-killed pods, base load."""
     state = load_state(directory)
     ports = _ports_of(state)
-    for step in CLEAR_STEPS:
+    # The gateway's start configuration, not /drill/reset: that also empties the response
+    # cache, and a cold cache would itself look like the Redis hit-rate incident.
+    restore = Step(
+        kind="http", component="gateway", path="/drill/config", json=state.gateway_config
+    )
+    for step in [restore, *CLEAR_STEPS]:
         _run_step(state, ports, step)
     _rebuild_oom_killed(state, ports)
     _restart_load(state, ports, BASE_RATE, "constant")

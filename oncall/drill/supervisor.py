@@ -16,6 +16,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from oncall.drill.netutil import port_accepts
 
@@ -41,6 +42,7 @@ class DrillState:
     processes: list[ProcessRecord] = field(default_factory=list)
     urls: dict[str, str] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
+    gateway_config: dict[str, Any] = field(default_factory=dict)
     scenario: str | None = None
     faults: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)

@@ -52,12 +52,18 @@ class DrillConfig:
     extra_rejection_rate: float = 0.0
     #: Time to live of response-cache entries.
     cache_ttl_seconds: int = 300
+    #: Extra lookups of never-existing cache keys per request: cache penetration (a crawler
+    #: asking for what nobody cached, the failure mode the seeds name), each one a Redis miss.
+    cache_penetration_lookups: int = 0
     #: Fraction of requests answered 503 without calling anything (an overloaded backend).
     unavailable_fraction: float = 0.0
     #: Time limit of one upstream LLM call; beyond it the client gets a 503.
     llm_timeout_seconds: float = 5.0
     #: `max_tokens` sent to vLLM.
     llm_max_tokens: int = 64
+    #: Send vLLM's `ignore_eos` so every answer is `llm_max_tokens` long (long generations:
+    #: the traffic that fills a KV cache).
+    llm_ignore_eos: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object `GET /drill/config` returns."""
@@ -102,6 +108,8 @@ class DrillConfig:
                 out.append(f"{name}: must be within 0..1")
         if self.cache_ttl_seconds < 1:
             out.append("cache_ttl_seconds: must be >= 1")
+        if not 0 <= self.cache_penetration_lookups <= 20:
+            out.append("cache_penetration_lookups: must be within [0, 20]")
         if not 0 < self.llm_timeout_seconds <= 120:
             out.append("llm_timeout_seconds: must be within (0, 120]")
         if not 1 <= self.llm_max_tokens <= 4096:
@@ -125,6 +133,8 @@ def _check(key: str, value: Any, type_name: Any) -> str | None:
     """Why value does not fit the field's declared type (annotations are strings here)."""
     if type_name == "str":
         return None if isinstance(value, str) else "expected a string"
+    if type_name == "bool":
+        return None if isinstance(value, bool) else "expected true or false"
     if type_name == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
         return None if ok else "expected an integer"

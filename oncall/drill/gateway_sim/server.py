@@ -188,6 +188,8 @@ class Gateway:
         if cfg.unavailable_fraction and self.rng.random() < cfg.unavailable_fraction:
             return Outcome(503, {"error": "service unavailable", "detail": "forced by the drill"})
         cache_key = None if session else CACHE_PREFIX + hashlib.sha256(prompt.encode()).hexdigest()
+        for _ in range(cfg.cache_penetration_lookups):
+            await self.cache_get(f"{CACHE_PREFIX}absent:{self.rng.getrandbits(64):016x}")
         if cache_key is not None:
             cached = await self.cache_get(cache_key)
             if cached is not None:
@@ -209,7 +211,10 @@ class Gateway:
         started = time.monotonic()
         try:
             answer = await self.upstreams.chat(
-                messages, max_tokens=cfg.llm_max_tokens, timeout_seconds=cfg.llm_timeout_seconds
+                messages,
+                max_tokens=cfg.llm_max_tokens,
+                timeout_seconds=cfg.llm_timeout_seconds,
+                ignore_eos=cfg.llm_ignore_eos,
             )
         except UpstreamError as exc:
             return Outcome(503, {"error": "upstream unavailable", "detail": str(exc)})

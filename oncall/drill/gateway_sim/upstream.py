@@ -43,11 +43,18 @@ class LlmUpstreams:
         await self._client.aclose()
 
     async def chat(
-        self, messages: list[dict[str, str]], *, max_tokens: int, timeout_seconds: float
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        timeout_seconds: float,
+        ignore_eos: bool = False,
     ) -> LlmAnswer:
         """One chat completion from the next upstream in turn."""
         url = next(self._next)
-        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
+        if ignore_eos:
+            body["ignore_eos"] = True
         try:
             response = await self._client.post(
                 f"{url}/v1/chat/completions", json=body, timeout=timeout_seconds

@@ -19,6 +19,10 @@ _NOUNS = (
     "password", "invoice", "API key", "billing address", "usage report", "team settings",
     "payment method", "chat history", "rate limit", "account email",
 )  # fmt: skip
+#: Share of short prompts that are one of the popular questions, Zipf-weighted.
+POPULAR_SHARE = 0.95
+_POPULAR = tuple((verb, noun) for noun in ("password", "invoice", "API key") for verb in _VERBS[:8])
+_POPULAR_WEIGHTS = tuple(1.0 / (rank + 1) for rank in range(len(_POPULAR)))
 _ENDINGS = ("", " quickly", " on mobile", " for my team", " after the upgrade")
 _SENTENCES = (
     "Our team runs a customer support assistant on top of a hosted language model.",
@@ -101,8 +105,12 @@ class MixGenerator:
         raise ValueError(f"unknown kind {kind!r}")
 
     def short_prompt(self) -> str:
-        """A one-line support question."""
+        """A one-line support question: mostly the popular few (as real FAQ traffic is, which
+        is what makes a response cache pay), sometimes a rare combination."""
         rng = self.rng
+        if rng.random() < POPULAR_SHARE:
+            verb, noun = rng.choices(_POPULAR, weights=_POPULAR_WEIGHTS)[0]
+            return f"How do I {verb} my {noun}?"
         verb, noun, end = rng.choice(_VERBS), rng.choice(_NOUNS), rng.choice(_ENDINGS)
         return f"How do I {verb} my {noun}{end}?"
 

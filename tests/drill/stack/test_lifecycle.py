@@ -1,0 +1,59 @@
+"""`drill up` brings every target up quickly; `drill down` leaves no process and no port."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from oncall.drill.netutil import port_accepts
+from oncall.drill.supervisor import pid_alive
+from tests.cli_runner import run_oncall
+from tests.drill.stack.conftest import JOBS, Drill, start_drill, targets
+
+
+def children_of(pid: int) -> list[int]:
+    """Pids whose parent is pid (the vLLM pod processes of the cluster)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_prometheus_scrapes_every_simulator_within_5s_of_up(drill: Drill) -> None:
+    assert drill.targets_up_after <= 5.0, f"targets up after {drill.targets_up_after:.1f}s"
+    jobs = {t["labels"]["job"] for t in targets(drill.prometheus) if t["health"] == "up"}
+    assert jobs == JOBS
+
+
+def test_status_reports_processes_and_targets(drill: Drill) -> None:
+    out = drill.cli("status")
+    for name in ("redis", "cluster", "gateway", "gpu-exporter", "prometheus", "loadgen"):
+        assert f"  {name} " in out
+    assert "DEAD" not in out
+
+
+def test_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
+    directory = tmp_path / "drill"
+    drill = start_drill(directory, "--replicas", "1")
+    state = drill.state
+    pids = [p["pid"] for p in state["processes"]]
+    cluster = next(p["pid"] for p in state["processes"] if p["name"] == "cluster")
+    pods = children_of(cluster)
+    assert pods, "the cluster runs its vLLM pods as child processes"
+    ports = list(state["ports"].values())
+    assert all(pid_alive(pid) for pid in pids + pods)
+
+    result = run_oncall("drill", "down", "--dir", str(directory), timeout=60)
+
+    assert result.code == 0, result.stdout + result.stderr
+    assert [pid for pid in pids + pods if pid_alive(pid)] == []
+    assert [port for port in ports if port_accepts(port)] == []
+    assert not (directory / "state.json").exists()
+    again = run_oncall("drill", "status", "--dir", str(directory))
+    assert again.code == 2
+    assert "no drill" in again.stderr
