@@ -24,11 +24,11 @@ test: lint
 	$(BIN)/pytest
 
 demo: setup
-	@echo "make demo: the drill environment has not landed yet (issue: drill environment)." >&2
-	@exit 2
+	./scripts/demo.sh
 
 bench: setup
 	$(BIN)/python scripts/bench/startup.py
+	$(BIN)/python scripts/bench/drill_env.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -182,10 +182,10 @@ def _fmt(value: float) -> str:
 
 @_drill_errors
 def run_watch(args: argparse.Namespace) -> int:
+    import asyncio
+
     from oncall.drill.scenarios import all_scenarios
     from oncall.drill.stack import load_state
-
-    import asyncio
 
     state = load_state(args.dir)
     signals = [(s.name, s.alert, s.signal) for s in all_scenarios().values() if s.signal]
@@ -193,6 +193,8 @@ def run_watch(args: argparse.Namespace) -> int:
 
 
 async def _watch(url: str, signals: list[Any], interval: float, count: int) -> int:
+    import asyncio
+
     from oncall.backends.prometheus import PrometheusClient
     from oncall.errors import BackendError
 

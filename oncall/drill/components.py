@@ -77,6 +77,7 @@ def cluster_argv(ports: Ports, directory: Path, replicas: int) -> list[str]:
         "--api-port", str(ports.cluster_api),
         "--service-port", str(ports.vllm_service),
         "--metrics-port", str(ports.kube_metrics),
+        "--gpu-port", str(ports.gpu),
         "--kubeconfig", str(directory / "kubeconfig"),
         "--file-sd", str(directory / "targets" / "vllm.json"),
         "--log-dir", str(directory / "logs"),
@@ -91,16 +92,6 @@ def gateway_argv(ports: Ports) -> list[str]:
         "--redis-url", f"redis://{LOOPBACK}:{ports.redis}/0",
         "--vllm-url", ports.url("vllm_service"),
         "--model", MODEL,
-    ]  # fmt: skip
-
-
-def gpu_argv(ports: Ports) -> list[str]:
-    # Both GPUs read the vLLM state through the Service: pods come and go (rebuilds,
-    # rollouts) and the Service always knows the Ready ones.
-    service = ports.url("vllm_service")
-    return [
-        *PY, "oncall.drill.gpu_sim", "--port", str(ports.gpu), "--hostname", "gpu-node-1",
-        "--gpu", f"0={service}", "--gpu", f"1={service}",
     ]  # fmt: skip
 
 

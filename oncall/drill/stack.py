@@ -138,7 +138,6 @@ def up(options: UpOptions) -> DrillState:
         cluster = c.cluster_argv(ports, directory, options.replicas)
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)
-        _start(state, "gpu-exporter", c.gpu_argv(ports), ports.gpu)
         _start(state, "redis-exporter", c.redis_exporter_argv(ports), ports.redis_exporter)
         _start(state, "prometheus", c.prometheus_argv(ports, directory), ports.prometheus)
         _wait_ready(state, ports, options.timeout)

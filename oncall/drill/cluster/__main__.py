@@ -1,8 +1,10 @@
 """`python -m oncall.drill.cluster`: the drill's Kubernetes cluster as one process.
 
 Serves the Kubernetes API simulator (pods run as vLLM simulator processes), the `vllm`
-Service proxy, and kube-state-metrics-style series, each on its own loopback port, and keeps
-a Prometheus file_sd list of the Ready vLLM pods. Runs until SIGTERM, then stops every pod.
+Service proxy, kube-state-metrics-style series and the node's DCGM exporter, each on its own
+loopback port, and keeps a Prometheus file_sd list of the Ready vLLM pods. Runs until
+SIGTERM, then stops every pod. (One process for what runs on the cluster's node keeps the
+drill's memory down: each Python process costs 30-40 MB.)
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from aiohttp import web
 from oncall.drill.cluster.ksm import metrics_app
 from oncall.drill.cluster.pods import VllmPodHook
 from oncall.drill.cluster.service import ServiceProxy, file_sd_targets, write_file_sd
+from oncall.drill.gpu_sim.devices import Gpu
+from oncall.drill.gpu_sim.server import Exporter
+from oncall.drill.gpu_sim.server import build_app as gpu_exporter_app
 from oncall.drill.kube_sim import KubeSim, default_objects, serve, write_kubeconfig
 from oncall.drill.netutil import LOOPBACK
 
@@ -32,6 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--api-port", type=int, required=True)
     parser.add_argument("--service-port", type=int, required=True)
     parser.add_argument("--metrics-port", type=int, required=True)
+    parser.add_argument("--gpu-port", type=int, required=True, help="DCGM exporter of the node")
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--file-sd", type=Path, required=True, help="vLLM pod targets file")
     parser.add_argument("--log-dir", type=Path, required=True)
@@ -81,6 +87,11 @@ async def amain(args: argparse.Namespace) -> int:
     runners = [await serve(sim, args.api_port)]
     runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
     runners.append(await _site(metrics_app(sim, NAMESPACE), args.metrics_port))
+    # Both GPUs read the vLLM state through the Service: pods come and go (rebuilds,
+    # rollouts) and the Service always knows the Ready ones.
+    service_url = f"http://{LOOPBACK}:{args.service_port}"
+    gpus = [Gpu(str(i), "gpu-node-1", service_url) for i in range(2)]
+    runners.append(await _site(gpu_exporter_app(Exporter(gpus)), args.gpu_port))
     write_kubeconfig(args.kubeconfig, args.api_port, sim.users, namespace=NAMESPACE)
     print(f"cluster: api :{args.api_port} service :{args.service_port}", file=sys.stderr)
     stop = asyncio.Event()

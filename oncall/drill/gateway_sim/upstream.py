@@ -7,10 +7,11 @@ an `UpstreamError`; the gateway turns it into a 503 for its client.
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 
 class UpstreamError(Exception):
@@ -35,12 +36,13 @@ class LlmUpstreams:
         self.urls = urls
         self.model = model
         self._next = itertools.cycle(urls)
-        # trust_env=False: never route drill traffic through a proxy from the environment.
-        self._client = httpx.AsyncClient(trust_env=False, limits=httpx.Limits(max_connections=256))
+        # Created on first use: a ClientSession belongs to the running event loop.
+        self._client: aiohttp.ClientSession | None = None
 
     async def aclose(self) -> None:
         """Close the connection pool."""
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.close()
 
     async def chat(
         self,
@@ -55,18 +57,24 @@ class LlmUpstreams:
         body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens}
         if ignore_eos:
             body["ignore_eos"] = True
+        if self._client is None:
+            self._client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
         try:
-            response = await self._client.post(
-                f"{url}/v1/chat/completions", json=body, timeout=timeout_seconds
-            )
-        except httpx.TimeoutException as exc:
+            async with self._client.post(
+                f"{url}/v1/chat/completions",
+                json=body,
+                timeout=aiohttp.ClientTimeout(total=timeout_seconds),
+            ) as response:
+                status = response.status
+                raw = await response.read()
+        except TimeoutError as exc:
             raise UpstreamError(f"{url}: timed out after {timeout_seconds:g}s") from exc
-        except httpx.HTTPError as exc:
+        except aiohttp.ClientError as exc:
             raise UpstreamError(f"{url}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
-            raise UpstreamError(f"{url}: HTTP {response.status_code}")
+        if status != 200:
+            raise UpstreamError(f"{url}: HTTP {status}")
         try:
-            data: Any = response.json()
+            data: Any = json.loads(raw)
             text = str(data["choices"][0]["message"]["content"])
             tokens = int(data.get("usage", {}).get("completion_tokens", 0))
         except (ValueError, KeyError, IndexError, TypeError) as exc:

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -99,21 +99,26 @@ class Exporter:
         self._snapshot = _Snapshot()
         self.registry = CollectorRegistry()
         self.registry.register(_DcgmCollector(self._snapshot))
-        self._client = httpx.AsyncClient(trust_env=False, timeout=STATE_TIMEOUT_SECONDS)
+        # Created on first use: a ClientSession belongs to the running event loop.
+        self._client: aiohttp.ClientSession | None = None
 
     async def aclose(self) -> None:
         """Close the HTTP client; release any hung scrape (it answers 503)."""
         self.closing = True
         self.unhung.set()
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.close()
 
     async def _load(self, gpu: Gpu) -> VllmLoad:
+        if self._client is None:
+            timeout = aiohttp.ClientTimeout(total=STATE_TIMEOUT_SECONDS)
+            self._client = aiohttp.ClientSession(timeout=timeout)
         try:
-            response = await self._client.get(f"{gpu.vllm_url}/drill/state")
-            if response.status_code != 200:
-                return VllmLoad(reachable=False)
-            return VllmLoad.from_state(response.json())
-        except (httpx.HTTPError, ValueError):
+            async with self._client.get(f"{gpu.vllm_url}/drill/state") as response:
+                if response.status != 200:
+                    return VllmLoad(reachable=False)
+                return VllmLoad.from_state(await response.json())
+        except (aiohttp.ClientError, TimeoutError, ValueError):
             return VllmLoad(reachable=False)
 
     async def readings(self) -> list[tuple[Gpu, Reading]]:

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import httpx
+import aiohttp
 
 from oncall.drill.loadgen.curve import CURVES, arrival_times
 from oncall.drill.loadgen.mix import MixGenerator, Scenario
@@ -116,7 +116,7 @@ class Summary:
 
 
 async def _send_scenario(
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     config: LoadConfig,
     scenario: Scenario,
     summary: Summary,
@@ -131,25 +131,28 @@ async def _send_scenario(
         if turn.session is not None:
             body["session"] = turn.session
         started = time.monotonic()
+        timeout = aiohttp.ClientTimeout(total=min(config.timeout_s, remaining))
         try:
-            response = await client.post(
-                f"{config.url}{config.path}", json=body, timeout=min(config.timeout_s, remaining)
-            )
-        except httpx.HTTPError:
+            async with client.post(
+                f"{config.url}{config.path}", json=body, timeout=timeout
+            ) as response:
+                await response.read()
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError):
             summary.by_status["error"] += 1
             continue
         summary.latencies_s.append(time.monotonic() - started)
-        summary.by_status[str(response.status_code)] += 1
+        summary.by_status[str(status)] += 1
 
 
-async def run_load(config: LoadConfig, client: httpx.AsyncClient | None = None) -> Summary:
+async def run_load(config: LoadConfig, client: aiohttp.ClientSession | None = None) -> Summary:
     """Run the mix against config.url; bounded in requests, seconds and concurrency."""
     config, notes = config.normalized()
     summary = Summary(notes=notes)
     mix = MixGenerator(config.seed, config.prompt_limit)
     own_client = client is None
-    http = client or httpx.AsyncClient(
-        trust_env=False, limits=httpx.Limits(max_connections=config.max_in_flight)
+    http = client or aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=config.max_in_flight)
     )
     slots = asyncio.Semaphore(config.max_in_flight)
     tasks: set[asyncio.Task[None]] = set()
@@ -200,6 +203,6 @@ async def run_load(config: LoadConfig, client: httpx.AsyncClient | None = None) 
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if own_client:
-            await http.aclose()
+            await http.close()
         summary.elapsed_s = time.monotonic() - start
     return summary

@@ -32,9 +32,27 @@ def test_prometheus_scrapes_every_simulator_within_5s_of_up(drill: Drill) -> Non
 
 def test_status_reports_processes_and_targets(drill: Drill) -> None:
     out = drill.cli("status")
-    for name in ("redis", "cluster", "gateway", "gpu-exporter", "prometheus", "loadgen"):
+    for name in ("redis", "cluster", "gateway", "redis-exporter", "prometheus", "loadgen"):
         assert f"  {name} " in out
     assert "DEAD" not in out
+
+
+def test_watch_shows_every_signal_against_its_threshold(drill: Drill) -> None:
+    out = drill.cli("watch", "--count", "2", "--interval", "0.2")
+    assert out.count("golden signals") == 2
+    assert "vector-search-slow: VectorSearchP999High" in out
+    assert "> 0.2" in out
+
+
+def test_scenarios_and_inject_errors(drill: Drill) -> None:
+    listing = run_oncall("drill", "scenarios")
+    assert listing.code == 0
+    assert "gpu-oom" in listing.stdout
+    assert "LLMOutOfMemory" in listing.stdout
+    bad = run_oncall("drill", "inject", "no-such-thing", "--dir", str(drill.directory))
+    assert bad.code == 2
+    assert "unknown scenario 'no-such-thing'" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
