@@ -36,7 +36,17 @@ def register(commands: Any, global_options: Any) -> None:
 
     up = add("up", "start the stack in the background and write oncall.yaml + kubeconfig", run_up)
     up.add_argument("--scenario", help="inject this scenario once the stack is up")
-    up.add_argument("--for-scale", type=float, default=1.0, help="scale of alert `for` durations")
+    up.add_argument(
+        "--for-scale", type=float, default=1.0, help="scale of the deployed rules' `for` durations"
+    )
+    up.add_argument(
+        "--rules",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="rule file or folder to deploy to the drill's Prometheus (default: ./alerts)",
+    )
     up.add_argument("--replicas", type=int, default=2, help="vLLM pods")
     add("down", "stop every process the drill started", run_down)
     status = add(
@@ -84,6 +94,7 @@ def run_up(args: argparse.Namespace) -> int:
             directory=args.dir,
             scenario=args.scenario,
             for_scale=args.for_scale,
+            rules=tuple(args.rules),
             replicas=args.replicas,
         )
     )
@@ -96,7 +107,7 @@ def run_up(args: argparse.Namespace) -> int:
     print(
         "\nuse it:\n"
         f"  oncall --config {directory / 'oncall.yaml'} config show\n"
-        f"  kubectl --kubeconfig {directory / 'kubeconfig'} -n ai get pods\n"
+        f"  kubeconfig for the kubernetes Python client: {directory / 'kubeconfig'}\n"
         f"  oncall drill watch --dir {args.dir}      # golden signals vs thresholds\n"
         f"  oncall drill inject SCENARIO --dir {args.dir} ; oncall drill clear --dir {args.dir}\n"
         f"  oncall drill down --dir {args.dir}"
@@ -126,8 +137,9 @@ def run_status(args: argparse.Namespace) -> int:
     from oncall.drill.stack import status
 
     info = status(args.dir)
-    healthy = all(p["alive"] for p in info["processes"]) and all(
-        t["health"] == "up" for t in info["targets"]
+    # "unknown" is a target found but not scraped yet (a new pod after a rollout): not down.
+    healthy = all(p["alive"] for p in info["processes"]) and not any(
+        t["health"] == "down" for t in info["targets"]
     )
     if args.output == "json":
         print(json.dumps(info, indent=2))

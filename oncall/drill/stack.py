@@ -19,6 +19,7 @@ import yaml
 from oncall.drill import components as c
 from oncall.drill.components import DrillError, Ports
 from oncall.drill.netutil import LOOPBACK, free_loopback_port
+from oncall.drill.rules import deploy_rules
 from oncall.drill.scenarios import Scenario, Step, get_scenario
 from oncall.drill.supervisor import (
     DrillState,
@@ -29,6 +30,7 @@ from oncall.drill.supervisor import (
     wait_port_free,
 )
 
+DEFAULT_RULES = Path("alerts")  # the alert packs, when run from a checkout
 LOAD_SECONDS = 3600.0  # the load generator's hard cap; `drill up` again for more
 BASE_RATE = 4.0
 
@@ -38,6 +40,7 @@ class UpOptions:
     directory: Path
     scenario: str | None = None
     for_scale: float = 1.0
+    rules: tuple[Path, ...] = ()
     replicas: int = 2
     timeout: float = 30.0
 
@@ -120,9 +123,17 @@ def up(options: UpOptions) -> DrillState:
     existing = DrillState.load(directory) if directory.exists() else None
     if existing and any(pid_alive(p.pid) for p in existing.processes):
         raise DrillError(f"a drill is already running in {directory}; `oncall drill down` first")
+    if not 0 < options.for_scale <= 10:
+        raise DrillError(f"--for-scale must be within (0, 10], got {options.for_scale:g}")
     scenario = get_scenario(options.scenario) if options.scenario else None
     for sub in ("logs", "targets", "rules"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
+    sources = list(options.rules)
+    if not sources and DEFAULT_RULES.is_dir():
+        sources = [DEFAULT_RULES]
+    for old in (directory / "rules").glob("*.yaml"):
+        old.unlink()
+    deploy_rules([s.resolve() for s in sources], directory / "rules", options.for_scale)
     ports = _ports()
     state = DrillState(directory=str(directory))
     state.ports = dict(vars(ports))

@@ -21,6 +21,7 @@ class Drill:
     directory: Path
     up_returned_at: float
     targets_up_after: float = math.nan
+    jobs_up: frozenset[str] = frozenset()
 
     @property
     def state(self) -> dict[str, Any]:
@@ -60,6 +61,7 @@ def start_drill(directory: Path, *extra: str) -> Drill:
         found = targets(drill.prometheus)
         if {t["labels"]["job"] for t in found} >= JOBS and all(t["health"] == "up" for t in found):
             drill.targets_up_after = time.monotonic() - returned
+            drill.jobs_up = frozenset(t["labels"]["job"] for t in found)
             break
         time.sleep(0.1)
     return drill

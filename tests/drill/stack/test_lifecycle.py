@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
+
+import yaml
 
 from oncall.drill.netutil import port_accepts
 from oncall.drill.supervisor import pid_alive
 from tests.cli_runner import run_oncall
-from tests.drill.stack.conftest import JOBS, Drill, start_drill, targets
+from tests.drill.stack.conftest import JOBS, Drill, start_drill
 
 
 def children_of(pid: int) -> list[int]:
@@ -26,8 +30,7 @@ def children_of(pid: int) -> list[int]:
 
 def test_prometheus_scrapes_every_simulator_within_5s_of_up(drill: Drill) -> None:
     assert drill.targets_up_after <= 5.0, f"targets up after {drill.targets_up_after:.1f}s"
-    jobs = {t["labels"]["job"] for t in targets(drill.prometheus) if t["health"] == "up"}
-    assert jobs == JOBS
+    assert drill.jobs_up == JOBS
 
 
 def test_status_reports_processes_and_targets(drill: Drill) -> None:
@@ -55,9 +58,23 @@ def test_scenarios_and_inject_errors(drill: Drill) -> None:
     assert "Traceback" not in bad.stderr
 
 
+SAMPLE_RULES = Path(__file__).resolve().parents[2] / "fixtures" / "rules"
+
+
 def test_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
+    """Also: rules given to `up` reach Prometheus with their `for` scaled, and the app's
+    settings carry the same scale."""
     directory = tmp_path / "drill"
-    drill = start_drill(directory, "--replicas", "1")
+    drill = start_drill(
+        directory, "--replicas", "1", "--rules", str(SAMPLE_RULES), "--for-scale", "0.05"
+    )
+    url = f"{drill.prometheus}/api/v1/rules?type=alert"
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+        groups = json.load(response)["data"]["groups"]
+    durations = {r["name"]: r["duration"] for g in groups for r in g["rules"]}
+    assert durations == {"SampleSlowFire": 6, "SampleInstant": 0}
+    settings = yaml.safe_load((directory / "oncall.yaml").read_text())
+    assert settings["alerts"]["for_scale"] == 0.05
     state = drill.state
     pids = [p["pid"] for p in state["processes"]]
     cluster = next(p["pid"] for p in state["processes"] if p["name"] == "cluster")

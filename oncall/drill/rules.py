@@ -1,0 +1,86 @@
+"""Deploy alert rule files to the drill's Prometheus, with `for` durations scaled.
+
+A `for: 2m` alert makes a drill wait two minutes; `drill up --for-scale 0.05` deploys a copy
+of every rule file with `for` and `keep_firing_for` multiplied by 0.05 (2m → 6s). The same
+scale goes into the app's `oncall.yaml` (`alerts.for_scale`), so the app's own evaluation and
+Prometheus agree. Everything else in the files is kept as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oncall.drill.components import DrillError
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+SCALED_KEYS = ("for", "keep_firing_for")
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a Prometheus duration ("1m30s", "250ms", "0s")."""
+    pos, total = 0, 0.0
+    for match in _PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += int(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"not a Prometheus duration: {text!r}")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """A Prometheus duration for seconds, to the millisecond ("6s", "1500ms", "0s")."""
+    millis = round(seconds * 1000)
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
+def scale_duration(text: str, scale: float) -> str:
+    return format_duration(duration_seconds(text) * scale)
+
+
+def scale_rules(document: dict[str, Any], scale: float) -> dict[str, Any]:
+    """The rule-file document with every alerting rule's durations scaled (in place)."""
+    for group in document.get("groups") or []:
+        for rule in group.get("rules") or []:
+            for key in SCALED_KEYS:
+                if isinstance(rule, dict) and isinstance(rule.get(key), str):
+                    rule[key] = scale_duration(rule[key], scale)
+    return document
+
+
+def rule_files(sources: list[Path]) -> list[Path]:
+    """The *.yaml / *.yml rule files named by sources (files, or folders of them)."""
+    found: list[Path] = []
+    for source in sources:
+        if source.is_dir():
+            found.extend(sorted(p for p in source.iterdir() if p.suffix in (".yaml", ".yml")))
+        elif source.is_file():
+            found.append(source)
+        else:
+            raise DrillError(f"rule file or folder not found: {source}")
+    return found
+
+
+def deploy_rules(sources: list[Path], target: Path, scale: float) -> list[Path]:
+    """Write a scaled copy of each rule file into target; return the copies."""
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in rule_files(sources):
+        try:
+            document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            if not isinstance(document, dict):
+                raise DrillError(f"{path}: not a Prometheus rule file (no groups)")
+            scaled = scale_rules(document, scale)
+        except (yaml.YAMLError, ValueError) as exc:
+            raise DrillError(f"{path}: {exc}") from exc
+        copy = target / f"{path.stem}.yaml"
+        header = f"# Deployed by `oncall drill up` from {path}, for durations x {scale:g}.\n"
+        copy.write_text(header + yaml.safe_dump(scaled, sort_keys=False, allow_unicode=True))
+        written.append(copy)
+    return written
