@@ -10,8 +10,9 @@ import yaml
 
 from oncall.drill.netutil import port_accepts
 from oncall.drill.supervisor import pid_alive
-from tests.cli_runner import run_oncall
+from tests.cli_runner import Result, run_oncall
 from tests.drill.stack.conftest import JOBS, Drill, start_drill
+from tests.harness.processes import wait_until
 
 
 def children_of(pid: int) -> list[int]:
@@ -34,7 +35,16 @@ def test_prometheus_scrapes_every_simulator_within_5s_of_up(drill: Drill) -> Non
 
 
 def test_status_reports_processes_and_targets(drill: Drill) -> None:
-    out = drill.cli("status")
+    # A pod replaced by an earlier test stays a `down` target until Prometheus re-reads its
+    # discovery file (every second): status settles to 0 then.
+    statuses: list[Result] = []
+
+    def settled() -> bool:
+        statuses.append(run_oncall("drill", "status", "--dir", str(drill.directory)))
+        return statuses[-1].code == 0
+
+    wait_until(settled, timeout=15, what="`drill status` to report every target healthy")
+    out = statuses[-1].stdout
     for name in ("redis", "cluster", "gateway", "redis-exporter", "prometheus", "loadgen"):
         assert f"  {name} " in out
     assert "DEAD" not in out
