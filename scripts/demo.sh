@@ -14,7 +14,8 @@ trap '$ONCALL drill down --dir "$DIR" >/dev/null && echo "demo: drill stopped"' 
 $ONCALL drill up --dir "$DIR" || exit 1
 echo
 echo "demo: healthy traffic for 20 s, then: oncall drill inject $SCENARIO"
-$ONCALL drill watch --dir "$DIR" --count 10 --interval 2
+# A Ctrl-C ends the live view with status 130: leave (the EXIT trap stops the drill).
+$ONCALL drill watch --dir "$DIR" --count 10 --interval 2 || exit 0
 $ONCALL drill inject "$SCENARIO" --dir "$DIR" || exit 1
 echo "demo: watch the P99 LLM latency cross 1.2 s (kv-cache-pressure); Ctrl-C to stop"
-$ONCALL drill watch --dir "$DIR" --count "${DEMO_REFRESHES:-0}" --interval 2
+$ONCALL drill watch --dir "$DIR" --count "${DEMO_REFRESHES:-0}" --interval 2 || exit 0
