@@ -19,6 +19,8 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy oncall tests scripts
 	$(BIN)/lint-imports
+	promtool check rules alerts/*.yaml
+	promtool test rules alerts/tests/*.test.yaml
 
 test: lint
 	$(BIN)/pytest

@@ -48,13 +48,14 @@ class Problem:
 class ConfigError(OncallError):
     """Settings could not be loaded; carries every problem found, not just the first."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], what: str = "settings") -> None:
         self.problems = problems
+        self.what = what
         super().__init__("; ".join(str(p) for p in problems))
 
     def report(self) -> str:
         count = len(self.problems)
-        head = f"oncall: invalid settings ({count} problem{'s' if count != 1 else ''}):"
+        head = f"oncall: invalid {self.what} ({count} problem{'s' if count != 1 else ''}):"
         return "\n".join([head, *(f"  {p}" for p in self.problems)])
 
 

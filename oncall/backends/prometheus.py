@@ -40,6 +40,7 @@ class PrometheusClient:
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.requests = 0  # how many API requests this client made (benchmarks count them)
         headers = {"Accept": "application/json"}
         if bearer_token:
             headers["Authorization"] = f"Bearer {bearer_token}"
@@ -66,6 +67,7 @@ class PrometheusClient:
 
     async def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """GET an API path and return its `data`, or raise BackendError."""
+        self.requests += 1
         try:
             async with asyncio.timeout(self.timeout):
                 response = await self._http.get(path, params=params)

@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(handler=_run_config_show)
     config.set_defaults(handler=_usage_of(config))
 
+    alerts = commands.add_parser(
+        "alerts", help="the golden alerts' states (exit 1 if one fires, 3 if Prometheus is down)"
+    )
+    alerts.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    alerts.add_argument("--watch", action="store_true", help="refresh every alerts.refresh")
+    _global_options(alerts, suppress=True)
+    alerts.set_defaults(handler=_run_alerts)
+
     from oncall.cli import drill_cmd
 
     drill_cmd.register(commands, _global_options)
@@ -97,9 +105,16 @@ def _run_config_show(args: argparse.Namespace) -> int:
     return show(args)
 
 
+def _run_alerts(args: argparse.Namespace) -> int:
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from oncall.cli.alerts_cmd import run
+
+    return run(args)
+
+
 def _run_app(_args: argparse.Namespace) -> int:
     raise UsageError(
-        "the terminal app is not built yet; available commands: config (see `oncall --help`)"
+        "the terminal app is not built yet; see `oncall --help` for the commands available"
     )
 
 

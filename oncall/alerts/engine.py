@@ -1,0 +1,192 @@
+"""Live states of the golden alerts: one refresh asks each source once.
+
+Per rule the source is `prometheus` when the rule is deployed there (found by name in
+`/api/v1/rules`, one request for all rules) and `local` otherwise (an instant query per rule
+and the `for` state machine of `local_eval`); the `alerts.source` setting can force either.
+When a source fails, the affected rules become `unknown` with the reason, and their last
+known instances are kept, marked stale since the first failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from oncall.alerts.local_eval import LocalEvaluator, overall_state
+from oncall.alerts.prom_source import deployed_alerting_rules, instances_of
+from oncall.backends.prometheus import PrometheusClient
+from oncall.errors import BackendError
+from oncall.model.alerts import AlertInstance, AlertRule, AlertStateName, SourceName
+
+SourceSetting = Literal["auto", "prometheus", "local"]
+HISTORY_EVERY_S = 60.0
+HISTORY_SPAN_S = 3600.0
+HISTORY_POINTS = 60
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    """One rule's state after a refresh, with the instances behind it."""
+
+    rule: AlertRule
+    source: SourceName
+    state: AlertStateName
+    instances: tuple[AlertInstance, ...]
+    error: str | None = None
+    stale_since: float | None = None
+    last_evaluation: float | None = None
+
+    @property
+    def value(self) -> float | None:
+        """The most severe instance's value (firing before pending), if any."""
+        for wanted in ("firing", "pending"):
+            for instance in self.instances:
+                if instance.state == wanted and instance.value is not None:
+                    return instance.value
+        return None
+
+    @property
+    def fires_in_s(self) -> float | None:
+        waits = [i.fires_in_s for i in self.instances if i.fires_in_s is not None]
+        return min(waits) if waits and self.state == "pending" else None
+
+    @property
+    def firing_for_s(self) -> float | None:
+        times = [i.firing_for_s for i in self.instances if i.firing_for_s is not None]
+        return max(times) if times and self.state == "firing" else None
+
+
+@dataclass
+class AlertEngine:
+    prom: PrometheusClient
+    rules: list[AlertRule]
+    source: SourceSetting = "auto"
+    local: LocalEvaluator = field(default_factory=LocalEvaluator)
+    last: dict[str, RuleStatus] = field(default_factory=dict)
+    history: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    _history_at: dict[str, float] = field(default_factory=dict)
+
+    async def refresh(self, now: float | None = None) -> list[RuleStatus]:
+        """New states for every rule: at most one request for the deployed ones."""
+        now = time.time() if now is None else now
+        deployed: dict[str, dict[str, object]] = {}
+        prom_error: BackendError | None = None
+        if self.source != "local":
+            try:
+                deployed = deployed_alerting_rules(await self.prom.rules(kind="alert"))
+            except BackendError as exc:
+                prom_error = exc
+        by_prometheus, by_local = [], []
+        for rule in self.rules:
+            if self._source_of(rule, deployed, prom_error) == "prometheus":
+                by_prometheus.append(rule)
+            else:
+                by_local.append(rule)
+        statuses: dict[str, RuleStatus] = {}
+        for rule in by_prometheus:
+            statuses[rule.name] = self._from_prometheus(rule, deployed, prom_error, now)
+        if by_local:
+            local = await self.local.evaluate(self.prom, by_local, now)
+            for rule in by_local:
+                statuses[rule.name] = self._from_local(rule, local.get(rule.name, []))
+        self.last.update(statuses)
+        return [statuses[rule.name] for rule in self.rules]
+
+    def _source_of(
+        self, rule: AlertRule, deployed: Mapping[str, object], error: BackendError | None
+    ) -> SourceName:
+        if self.source != "auto":
+            return self.source
+        if error is not None:
+            # Which rules Prometheus has is unknown now: keep each rule's last source.
+            previous = self.last.get(rule.name)
+            return previous.source if previous else "local"
+        return "prometheus" if rule.name in deployed else "local"
+
+    def _from_prometheus(
+        self,
+        rule: AlertRule,
+        deployed: dict[str, dict[str, object]],
+        error: BackendError | None,
+        now: float,
+    ) -> RuleStatus:
+        if error is not None:
+            return self._stale(rule, "prometheus", f"{error.reason}: {error.detail}", now)
+        found = deployed.get(rule.name)
+        if found is None:
+            return RuleStatus(rule, "prometheus", "unknown", (), error="not deployed to Prometheus")
+        instances = instances_of(dict(found), now)
+        last_eval = instances[0].last_evaluation if instances else None
+        rule_error = next((i.error for i in instances if i.error), None)
+        return RuleStatus(
+            rule,
+            "prometheus",
+            overall_state(instances),
+            tuple(instances),
+            error=rule_error,
+            last_evaluation=last_eval,
+        )
+
+    def _from_local(self, rule: AlertRule, instances: list[AlertInstance]) -> RuleStatus:
+        errors = [i for i in instances if i.error]
+        if errors:
+            stale = [i.stale_since for i in errors if i.stale_since is not None]
+            return RuleStatus(
+                rule,
+                "local",
+                "unknown",
+                tuple(i for i in instances if i.state != "unknown"),
+                error=errors[0].error,
+                stale_since=min(stale) if stale else None,
+                last_evaluation=self._last_eval(rule),
+            )
+        last_eval = instances[0].last_evaluation if instances else None
+        return RuleStatus(rule, "local", overall_state(instances), tuple(instances),
+                          last_evaluation=last_eval)  # fmt: skip
+
+    def _last_eval(self, rule: AlertRule) -> float | None:
+        previous = self.last.get(rule.name)
+        return previous.last_evaluation if previous else None
+
+    def _stale(self, rule: AlertRule, source: SourceName, reason: str, now: float) -> RuleStatus:
+        previous = self.last.get(rule.name)
+        stale_since = previous.stale_since if previous and previous.stale_since else now
+        instances = tuple(
+            replace(i, stale_since=stale_since, error=reason) for i in previous.instances
+        ) if previous else ()  # fmt: skip
+        return RuleStatus(
+            rule, source, "unknown", instances, error=reason, stale_since=stale_since,
+            last_evaluation=previous.last_evaluation if previous else None,
+        )  # fmt: skip
+
+    async def refresh_history(self, now: float | None = None) -> None:
+        """Range queries for sparklines: per rule at most once a minute, ~60 points an hour."""
+        now = time.time() if now is None else now
+        due = [
+            r
+            for r in self.rules
+            if now - self._history_at.get(r.name, -math.inf) >= HISTORY_EVERY_S
+        ]
+        step = HISTORY_SPAN_S / HISTORY_POINTS
+        results = await asyncio.gather(
+            *(
+                self.prom.query_range(r.expr, start=now - HISTORY_SPAN_S, end=now, step=step)
+                for r in due
+            ),
+            return_exceptions=True,
+        )
+        for rule, result in zip(due, results, strict=True):
+            if isinstance(result, BackendError):
+                continue  # keep the old history; the state shows the error
+            if isinstance(result, BaseException):
+                raise result
+            points: dict[float, float] = {}
+            for series in result:
+                for ts, value in series.points:
+                    points[ts] = max(value, points.get(ts, -math.inf))
+            self.history[rule.name] = sorted(points.items())
+            self._history_at[rule.name] = now

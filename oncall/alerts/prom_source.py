@@ -1,0 +1,82 @@
+"""Alert states of rules deployed to Prometheus, from one `/api/v1/rules` request.
+
+Equivalent of `curl -s 'http://PROM/api/v1/rules?type=alert'`. Prometheus reports, per
+alerting rule, each active label set with its state and `activeAt`; the countdown of a
+pending alert is `for - (now - activeAt)`. Prometheus does not report when a pending alert
+turned firing, so `firing_for_s` is counted from `activeAt + for`, which is the same unless
+the rule's `for` changed while the alert was active.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from oncall.model.alerts import AlertInstance, AlertStateName
+
+_FRACTION = re.compile(r"\.(\d+)")
+_NEVER = datetime(1970, 1, 2, tzinfo=UTC).timestamp()
+
+
+def parse_time(text: str | None) -> float | None:
+    """Unix seconds of a Prometheus RFC 3339 time (nanosecond fractions); None for "never"."""
+    if not text:
+        return None
+    # Python parses at most microseconds: cut the fraction to six digits.
+    trimmed = _FRACTION.sub(lambda m: "." + m.group(1)[:6], text.replace("Z", "+00:00"), count=1)
+    try:
+        value = datetime.fromisoformat(trimmed).timestamp()
+    except ValueError:
+        return None
+    return None if value < _NEVER else value  # "0001-01-01T00:00:00Z": not evaluated yet
+
+
+def _number(text: object) -> float | None:
+    try:
+        return float(str(text))
+    except ValueError:
+        return None
+
+
+def deployed_alerting_rules(groups: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Alerting rules by name, from `/api/v1/rules` groups (first one wins on duplicates)."""
+    found: dict[str, dict[str, Any]] = {}
+    for group in groups:
+        for rule in group.get("rules") or []:
+            if rule.get("type") == "alerting" and rule.get("name") not in found:
+                found[str(rule["name"])] = rule
+    return found
+
+
+def instances_of(rule: dict[str, Any], now: float) -> list[AlertInstance]:
+    """The active label sets of one deployed rule, as AlertInstances (inactive: none)."""
+    duration = float(rule.get("duration") or 0.0)
+    last_evaluation = parse_time(rule.get("lastEvaluation"))
+    error = rule.get("lastError") or None if rule.get("health") == "err" else None
+    instances = []
+    for alert in rule.get("alerts") or []:
+        state: AlertStateName = "firing" if alert.get("state") == "firing" else "pending"
+        labels = {k: str(v) for k, v in (alert.get("labels") or {}).items() if k != "alertname"}
+        active_since = parse_time(alert.get("activeAt"))
+        fires_in = firing_for = None
+        if active_since is not None:
+            if state == "pending":
+                fires_in = max(0.0, duration - (now - active_since))
+            else:
+                firing_for = max(0.0, now - (active_since + duration))
+        instances.append(
+            AlertInstance(
+                rule=str(rule["name"]),
+                state=state,
+                labels=labels,
+                value=_number(alert.get("value")),
+                active_since=active_since,
+                fires_in_s=fires_in,
+                firing_for_s=firing_for,
+                last_evaluation=last_evaluation,
+                source="prometheus",
+                error=error,
+            )
+        )
+    return instances

@@ -1,0 +1,118 @@
+"""`oncall alerts [-o table|json] [--watch]`: the golden alerts' states, headless.
+
+Exit codes: 1 when an alert fires, 3 when Prometheus cannot be reached, 2 for bad settings
+or rule files (every problem with FILE:LINE:COL), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from oncall.alerts.engine import RuleStatus
+from oncall.cli.config_cmd import load_from_args
+from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE
+from oncall.service.alerts import AlertsReport, alert_engine
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def when(status: RuleStatus, now: float) -> str:
+    if status.state == "pending":
+        return f"fires in {_duration(status.fires_in_s)}"
+    if status.state == "firing":
+        return f"firing for {_duration(status.firing_for_s)}"
+    if status.stale_since is not None:
+        return f"stale {_duration(now - status.stale_since)}"
+    return ""
+
+
+def _value(value: float | None) -> str:
+    return "" if value is None else f"{value:.4g}"
+
+
+def render_table(report: AlertsReport) -> str:
+    now = report.evaluated_at
+    header = ("ALERT", "SEVERITY", "STATE", "VALUE", "WHEN", "SOURCE", "NOTE")
+    rows = [header]
+    for s in report.statuses:
+        note = s.error or ""
+        rows.append((s.rule.name, s.rule.severity, s.state.upper(), _value(s.value),
+                     when(s, now), s.source, note[:60]))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+    return f"{stamp}  prometheus {report.prometheus}\n" + "\n".join(lines) + "\n"
+
+
+def _instance(i: Any) -> dict[str, Any]:
+    return {
+        "state": i.state, "labels": i.labels, "value": i.value, "active_since": i.active_since,
+        "fires_in_s": i.fires_in_s, "firing_for_s": i.firing_for_s,
+        "last_evaluation": i.last_evaluation, "stale_since": i.stale_since, "error": i.error,
+    }  # fmt: skip
+
+
+def render_json(report: AlertsReport) -> str:
+    alerts = [
+        {
+            "name": s.rule.name,
+            "severity": s.rule.severity,
+            "state": s.state,
+            "source": s.source,
+            "value": s.value,
+            "fires_in_s": s.fires_in_s,
+            "firing_for_s": s.firing_for_s,
+            "last_evaluation": s.last_evaluation,
+            "stale_since": s.stale_since,
+            "error": s.error,
+            "for_s": s.rule.for_s,
+            "expr": s.rule.expr,
+            "summary": s.rule.annotations.get("summary"),
+            "runbook": s.rule.annotations.get("runbook"),
+            "file": f"{s.rule.file}:{s.rule.line}",
+            "instances": [_instance(i) for i in s.instances],
+        }
+        for s in report.statuses
+    ]
+    body = {"evaluated_at": report.evaluated_at, "prometheus": report.prometheus, "alerts": alerts}
+    return json.dumps(body, indent=2)
+
+
+def exit_code(report: AlertsReport) -> int:
+    if report.unreachable:
+        return EXIT_INCOMPLETE
+    return EXIT_FOUND if report.firing else 0
+
+
+async def _run(args: argparse.Namespace) -> int:
+    settings = load_from_args(args).settings
+    async with alert_engine(settings) as engine:
+        while True:
+            now = time.time()
+            statuses = await engine.refresh(now)
+            report = AlertsReport(statuses, now, settings.prometheus.url)
+            text = render_json(report) if args.output == "json" else render_table(report)
+            if args.watch and sys.stdout.isatty():
+                sys.stdout.write("\x1b[H\x1b[2J")  # redraw in place, like watch(1)
+            print(text, flush=True)
+            if not args.watch:
+                return exit_code(report)
+            await asyncio.sleep(max(0.0, settings.alerts.refresh - (time.time() - now)))
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
