@@ -31,6 +31,7 @@ demo: setup
 bench: setup
 	$(BIN)/python scripts/bench/startup.py
 	$(BIN)/python scripts/bench/drill_env.py
+	$(BIN)/python scripts/bench/alerts_refresh.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -45,6 +45,7 @@ def targets(prometheus: str) -> list[dict[str, Any]]:
         return found
 
 
+FOR_SCALE = 0.05
 JOBS = {"prometheus", "ai-gateway", "dcgm-exporter", "redis", "kube-state-metrics", "vllm"}
 
 
@@ -70,7 +71,8 @@ def start_drill(directory: Path, *extra: str) -> Drill:
 @pytest.fixture(scope="package")
 def drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drill]:
     directory = tmp_path_factory.mktemp("drill")
-    running = start_drill(directory)
+    # The alert packs of ./alerts are deployed with `for` x 0.05 (2m -> 6s) so they fire fast.
+    running = start_drill(directory, "--for-scale", str(FOR_SCALE))
     try:
         yield running
     finally:
