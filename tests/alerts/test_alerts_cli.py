@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from tests.cli_runner import run_oncall
@@ -93,3 +99,29 @@ def test_the_default_packs_load(tmp_path: Path, prometheus_srv: RunningServer) -
     names = [a["name"] for a in json.loads(result.stdout)["alerts"]]
     assert names == ["LLMHighP99Latency", "VectorSearchP999High", "LLMOutOfMemory",
                      "AIServiceUnavailable", "PromptRejectionRateHigh"]  # fmt: skip
+
+
+def test_watch_refreshes_until_interrupted(tmp_path: Path, prometheus_srv: RunningServer) -> None:
+    """--watch prints a fresh table every alerts.refresh; SIGINT ends it with 130."""
+    (tmp_path / "test.yaml").write_text(PACK)
+    argv = [sys.executable, "-m", "oncall", "alerts", "--watch",
+            *_args(tmp_path, prometheus_srv.url), "--set", "alerts.refresh=300ms"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    headers = 0
+    try:
+        assert proc.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + 20
+        while headers < 3 and time.monotonic() < deadline:
+            if selector.select(timeout=1):
+                line = proc.stdout.readline()
+                headers += line.startswith("ALERT ")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert headers == 3
