@@ -20,6 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from oncall.drill.supervisor import pid_alive
+
+__all__ = ["pid_alive"]  # re-exported: the tests check liveness the way the drill does
+
 PR_SET_PDEATHSIG = 1
 
 STARTED_PIDS: set[int] = set()
@@ -75,16 +79,6 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=timeout)
-
-
-def pid_alive(pid: int) -> bool:
-    """True while pid exists and is not a zombie."""
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    # The state letter follows the parenthesised command name.
-    return status.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_until(
