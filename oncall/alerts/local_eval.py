@@ -204,6 +204,38 @@ def _identity(rule: AlertRule) -> tuple[str, str, str]:
     return (rule.file, rule.group, rule.name)
 
 
+BATCH_LABEL = "oncall_rule_index"
+
+
+def batch_expression(exprs: list[str]) -> str:
+    """One PromQL query for many rule expressions: each result tagged with its rule's index.
+
+    `or` keeps every element of both sides whose label sets differ, and the index label makes
+    every rule's label sets differ from every other rule's.
+    """
+    return " or ".join(
+        f'label_replace(({expr}), "{BATCH_LABEL}", "{index}", "", "")'
+        for index, expr in enumerate(exprs)
+    )
+
+
+async def _query_batch(prom: PrometheusClient, exprs: list[str], at: float) -> list[list[Sample]]:
+    """Samples per expression, from one instant query for all of them."""
+    by_index: list[list[Sample]] = [[] for _ in exprs]
+    if not exprs:
+        return by_index
+    for sample in await prom.query(batch_expression(exprs), at=at):
+        labels = dict(sample.labels)
+        index = labels.pop(BATCH_LABEL, None)
+        if index is not None and index.isdigit() and int(index) < len(exprs):
+            by_index[int(index)].append(Sample(labels, sample.timestamp, sample.value))
+    return by_index
+
+
+def _reason(exc: BackendError) -> str:
+    return f"{exc.reason}: {exc.detail}" if exc.detail else exc.reason
+
+
 class LocalEvaluator:
     """A `LocalRuleState` per rule (by file, group and name), evaluated together.
 
@@ -225,11 +257,12 @@ class LocalEvaluator:
     async def evaluate(
         self, prom: PrometheusClient, rules: list[AlertRule], now: float | None = None
     ) -> dict[str, list[AlertInstance]]:
-        """Query every rule's expression at `now` at once and advance each rule's state.
+        """Query every rule's expression at `now` and advance each rule's state.
 
-        Returns instances by rule name (an empty list: inactive). A `BackendError` of one
-        rule's query fails that rule only. Rules sharing a name (the same alert in two groups)
-        share one list, as they share `alertname` in Prometheus.
+        All expressions go in one query (`batch_expression`); when Prometheus rejects it, the
+        rules are asked one by one so that a broken expression fails only its own rule.
+        Returns instances by rule name (an empty list: inactive). Rules sharing a name (the
+        same alert in two groups) share one list, as they share `alertname` in Prometheus.
         """
         at = time.time() if now is None else now
         unique = list({_identity(rule): rule for rule in rules}.values())
@@ -242,11 +275,19 @@ class LocalEvaluator:
             try:
                 samples = await prom.query(state.rule.expr, at=at)
             except BackendError as exc:
-                reason = f"{exc.reason}: {exc.detail}" if exc.detail else exc.reason
-                return state.fail(reason, at)
+                return state.fail(_reason(exc), at)
             return state.evaluate(samples, at)
 
-        results = await asyncio.gather(*(one(state) for state in states))
+        try:
+            batched = await _query_batch(prom, [state.rule.expr for state in states], at)
+        except BackendError as exc:
+            if exc.reason != "query error" or len(states) == 1:
+                results = [state.fail(_reason(exc), at) for state in states]
+            else:
+                # One expression is broken: ask rule by rule, so only that rule fails.
+                results = list(await asyncio.gather(*(one(state) for state in states)))
+        else:
+            results = [state.evaluate(batched[i], at) for i, state in enumerate(states)]
         by_name: dict[str, list[AlertInstance]] = {}
         for rule, instances in zip(unique, results, strict=True):
             by_name.setdefault(rule.name, []).extend(instances)

@@ -18,6 +18,7 @@ from oncall.errors import BackendError
 from oncall.model.metrics import Sample, Series
 
 BACKEND = "prometheus"
+POST_OVER_CHARS = 2000
 
 
 def _number(raw: object) -> float:
@@ -65,12 +66,17 @@ class PrometheusClient:
     def _error(self, reason: str, detail: str = "") -> BackendError:
         return BackendError(BACKEND, self.url, reason, detail)
 
-    async def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        """GET an API path and return its `data`, or raise BackendError."""
+    async def _get(
+        self, path: str, params: dict[str, Any] | None = None, *, post: bool = False
+    ) -> Any:
+        """GET (or POST, form-encoded) an API path and return its `data`, or raise BackendError."""
         self.requests += 1
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self._http.get(path, params=params)
+                if post:
+                    response = await self._http.post(path, data=params)
+                else:
+                    response = await self._http.get(path, params=params)
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise self._error("timeout", f"no answer within {self.timeout:g}s") from exc
         except httpx.ConnectError as exc:
@@ -99,7 +105,8 @@ class PrometheusClient:
         params: dict[str, Any] = {"query": expr, "timeout": f"{self.timeout:g}s"}
         if at is not None:
             params["time"] = at
-        data = await self._get("/api/v1/query", params)
+        # Long expressions (batched alert rules) go in a form body, not the URL.
+        data = await self._get("/api/v1/query", params, post=len(expr) > POST_OVER_CHARS)
         try:
             kind, result = data["resultType"], data["result"]
             if kind == "vector":

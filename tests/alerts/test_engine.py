@@ -57,8 +57,8 @@ async def test_sources_are_chosen_per_rule_with_one_request(prom_with_rule: Runn
         await eventually(deployed_active, within=15, what="the deployed rule to become active")
         before = prom.requests
         statuses = by_name(await engine.refresh())
-        # one /api/v1/rules request, plus one instant query per local rule
-        assert prom.requests - before == 1 + 2
+        # one /api/v1/rules request, plus one instant query for all local rules
+        assert prom.requests - before == 1 + 1
     assert statuses["Deployed"].source == "prometheus"
     assert statuses["LocalOnly"].source == "local"
     assert statuses["LocalOnly"].state == "firing"  # for 0: fires at its first evaluation

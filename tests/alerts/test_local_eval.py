@@ -17,7 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oncall.alerts.local_eval import LocalEvaluator, LocalRuleState, overall_state
+from oncall.alerts.local_eval import (
+    BATCH_LABEL,
+    LocalEvaluator,
+    LocalRuleState,
+    batch_expression,
+    overall_state,
+)
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import AlertInstance, AlertRule
 from oncall.model.metrics import Sample
@@ -298,15 +304,22 @@ def test_keep_firing_for_only_extends_firing(
 
 
 class GatheringTransport(httpx.AsyncBaseTransport):
-    """Answers no query until all `expected` are in flight: only concurrent queries finish."""
+    """Rejects the batched query (one of its expressions is broken), then answers no single
+    query until all `expected` are in flight: only concurrent queries finish."""
 
     def __init__(self, expected: int, answers: dict[str, httpx.Response]) -> None:
         self.expected = expected
         self.answers = answers
         self.in_flight = 0
         self.all_there = asyncio.Event()
+        self.batches: list[str] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        query = request.url.params["query"]
+        if BATCH_LABEL in query:
+            self.batches.append(query)
+            error = {"status": "error", "errorType": "bad_data", "error": "parse error"}
+            return httpx.Response(400, json=error)
         self.in_flight += 1
         if self.in_flight >= self.expected:
             self.all_there.set()
@@ -336,6 +349,7 @@ async def test_evaluator_queries_concurrently_and_isolates_failures() -> None:
     evaluator = LocalEvaluator()
     async with PrometheusClient("http://prom.test", timeout=5.0, transport=transport) as prom:
         got = await evaluator.evaluate(prom, [ok, broken, quiet], now=T0)
+    assert transport.batches == [batch_expression(["ok", "broken", "quiet"])]
     assert transport.in_flight == 3
     assert [(i.state, i.labels, i.value) for i in got["Ok"]] == [
         ("firing", {"job": "vllm", "severity": "page"}, 1.0)
@@ -346,6 +360,22 @@ async def test_evaluator_queries_concurrently_and_isolates_failures() -> None:
     assert failed.error == "query error: bad_data: parse error"
     assert evaluator.state_of(ok).state == "firing"
     assert evaluator.state_of(broken).state == "unknown"
+
+
+async def test_healthy_rules_are_evaluated_in_one_query(prometheus_srv: RunningServer) -> None:
+    rules = [
+        rule(name="Two", expr='label_replace(vector(2), "job", "a", "", "") > 1', for_s=0),
+        rule(name="Zero", expr="vector(0) > 1", for_s=0),
+        rule(name="Three", expr="vector(3)", for_s=60, labels={}),
+    ]
+    async with PrometheusClient(prometheus_srv.url, timeout=5.0) as prom:
+        got = await LocalEvaluator().evaluate(prom, rules, now=time.time())
+        assert prom.requests == 1
+    assert [(i.state, i.labels, i.value) for i in got["Two"]] == [
+        ("firing", {"job": "a", "severity": "page"}, 2.0)
+    ]
+    assert got["Zero"] == []
+    assert [(i.state, i.labels, i.value) for i in got["Three"]] == [("pending", {}, 3.0)]
 
 
 async def test_evaluator_keeps_state_per_rule_and_forgets_removed_rules(
