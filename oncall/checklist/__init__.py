@@ -1,0 +1,1 @@
+"""Root-cause checklists: runbooks, their expressions, and the engine that runs them."""
