@@ -1,7 +1,8 @@
 """`drill up / down / status / inject / clear`: run the whole simulated stack.
 
 `up` starts real redis-server, prometheus-redis-exporter and prometheus plus the simulators
-(cluster with vLLM pods, AI gateway, GPU exporter) and a bounded load generator, all on free
+(the cluster: Kubernetes API, vLLM pods, GPU exporter; the AI gateway) and a bounded load
+generator, all on free
 loopback ports, in the background; it writes `oncall.yaml` and a kubeconfig for the app into
 the drill directory and records every process in `state.json` for the other commands.
 """
