@@ -102,6 +102,31 @@ def _set_degradation_level(ports: Ports, level: int) -> None:
         client.close()
 
 
+def _warm_cache(ports: Ports) -> None:
+    """Ask the popular questions once, so the drill starts as a service that has been running.
+
+    A cold response cache would start every drill with a Redis hit rate far under 80%, and the
+    platform pack's RedisHitRateLow (a 5 m window) would see that for minutes.
+    """
+    import asyncio
+
+    import aiohttp
+
+    from oncall.drill.loadgen.mix import popular_prompts
+
+    async def warm() -> None:
+        timeout = aiohttp.ClientTimeout(total=15)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+
+            async def ask(prompt: str) -> None:
+                async with session.post(f"{ports.url('gateway')}/chat", json={"prompt": prompt}):
+                    pass
+
+            await asyncio.gather(*(ask(p) for p in popular_prompts()), return_exceptions=True)
+
+    asyncio.run(warm())
+
+
 def write_app_config(directory: Path, ports: Ports, for_scale: float) -> Path:
     settings = {
         "context": {"name": "drill", "production": False},
@@ -158,6 +183,7 @@ def up(options: UpOptions) -> DrillState:
         if code != 200:
             raise DrillError(f"gateway /drill/config: HTTP {code}")
         state.gateway_config = json.loads(body)
+        _warm_cache(ports)
         rate = scenario.load.rate if scenario else BASE_RATE
         _start(state, "loadgen", c.loadgen_argv(ports, rate, LOAD_SECONDS), 0)
         write_app_config(directory, ports, options.for_scale)

@@ -23,6 +23,13 @@ _NOUNS = (
 POPULAR_SHARE = 0.95
 _POPULAR = tuple((verb, noun) for noun in ("password", "invoice", "API key") for verb in _VERBS[:8])
 _POPULAR_WEIGHTS = tuple(1.0 / (rank + 1) for rank in range(len(_POPULAR)))
+
+
+def popular_prompts() -> list[str]:
+    """The popular questions, as `short_prompt` words them (what a warm cache holds)."""
+    return [f"How do I {verb} my {noun}?" for verb, noun in _POPULAR]
+
+
 _ENDINGS = ("", " quickly", " on mobile", " for my team", " after the upgrade")
 _SENTENCES = (
     "Our team runs a customer support assistant on top of a hosted language model.",
