@@ -20,29 +20,21 @@ Timeline = list[tuple[float, dict[str, str], dict[str, str]]]
 
 
 def disagreements(timeline: Timeline) -> list[str]:
-    """Samples where the sources differ although neither changed state within LAG_S.
+    """Samples where one source's state is not seen from the other within LAG_S either way.
 
-    The local engine's first evaluation counts as a change: it has no history before it.
+    The two evaluate at different instants (Prometheus every second, the local engine when
+    polled), so a state reached by one is allowed to show in the other up to LAG_S earlier or
+    later; that also covers a signal flapping around its threshold.
     """
-    start = timeline[0][0] if timeline else 0.0
-    changes: dict[tuple[str, str], list[float]] = {}
-    for name in timeline[0][2] if timeline else {}:
-        changes[(name, "local")] = [start]
-    for index, (at, by_prom, by_local) in enumerate(timeline[1:], start=1):
-        _, prev_prom, prev_local = timeline[index - 1]
-        for name in by_prom:
-            if by_prom[name] != prev_prom[name]:
-                changes.setdefault((name, "prometheus"), []).append(at)
-            if by_local[name] != prev_local[name]:
-                changes.setdefault((name, "local"), []).append(at)
     found = []
     for at, by_prom, by_local in timeline:
+        near = [(p, q) for t, p, q in timeline if abs(t - at) <= LAG_S]
         for name, state in by_prom.items():
             if state == by_local[name]:
                 continue
-            recent = [t for src in ("prometheus", "local") for t in changes.get((name, src), [])
-                      if at - LAG_S <= t <= at]  # fmt: skip
-            if not recent:
+            local_seen = state in {q[name] for _, q in near}
+            prom_seen = by_local[name] in {p[name] for p, _ in near}
+            if not (local_seen and prom_seen):
                 found.append(f"{at:.1f} {name}: prometheus {state}, local {by_local[name]}")
     return found
 
