@@ -8,12 +8,12 @@ client's timeout as a whole (connect, send, wait, read), and every failure becom
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any, Self
 
 import httpx
 
+from oncall.backends.http import exchange
 from oncall.errors import BackendError
 from oncall.model.metrics import Sample, Series
 
@@ -71,18 +71,10 @@ class PrometheusClient:
     ) -> Any:
         """GET (or POST, form-encoded) an API path and return its `data`, or raise BackendError."""
         self.requests += 1
-        try:
-            async with asyncio.timeout(self.timeout):
-                if post:
-                    response = await self._http.post(path, data=params)
-                else:
-                    response = await self._http.get(path, params=params)
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            raise self._error("timeout", f"no answer within {self.timeout:g}s") from exc
-        except httpx.ConnectError as exc:
-            raise self._error("refused", str(exc) or "connection refused") from exc
-        except httpx.HTTPError as exc:
-            raise self._error("bad payload", f"{type(exc).__name__}: {exc}") from exc
+        request = (
+            self._http.post(path, data=params) if post else self._http.get(path, params=params)
+        )
+        response = await exchange(request, backend=BACKEND, target=self.url, within=self.timeout)
         try:
             body = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):

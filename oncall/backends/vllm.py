@@ -16,7 +16,6 @@ are read, and facts the server does not expose (`--disable-log-stats`) are liste
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import time
@@ -28,6 +27,7 @@ from typing import Any, Self
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from oncall.backends.http import exchange
 from oncall.errors import BackendError
 
 BACKEND = "vllm"
@@ -244,15 +244,8 @@ class VllmClient:
         headers = {}
         if self._api_key and path.startswith("/v1"):
             headers["Authorization"] = f"Bearer {self._api_key}"
-        try:
-            async with asyncio.timeout(self.timeout):
-                return await self._http.get(path, headers=headers)
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            raise self._error("timeout", f"no answer within {self.timeout:g}s") from exc
-        except httpx.ConnectError as exc:
-            raise self._error("refused", str(exc) or "connection refused") from exc
-        except httpx.HTTPError as exc:
-            raise self._error("bad payload", f"{type(exc).__name__}: {exc}") from exc
+        request = self._http.get(path, headers=headers)
+        return await exchange(request, backend=BACKEND, target=self.url, within=self.timeout)
 
     async def _json(self, path: str) -> Any:
         response = await self._request(path)

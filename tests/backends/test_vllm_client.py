@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import http.server
 import math
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from oncall.backends.vllm import (
 from oncall.drill.netutil import free_loopback_port
 from oncall.errors import BackendError
 from tests.drill.vllm.helpers import SimProcess, start_sim, stop_sim
+from tests.harness.faults import http_stub
 
 MODEL = "qwen"
 MAX_SEQS = 4
@@ -327,30 +326,12 @@ async def test_engine_death(
         assert caught.value.reason == "refused"
 
 
-class _HtmlHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"<!DOCTYPE html>\n<html><body><h1>Welcome to nginx!</h1></body></html>\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")  # lies; the body must still be rejected
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def html_peer() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HtmlHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    body = b"<!DOCTYPE html>\n<html><body><h1>Welcome to nginx!</h1></body></html>\n"
+    # The content type lies; the body must still be rejected.
+    with http_stub(200, body, "text/plain") as url:
+        yield url
 
 
 async def test_non_metrics_peer_is_bad_payload(html_peer: str) -> None:
