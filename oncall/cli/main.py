@@ -82,8 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(alerts, suppress=True)
     alerts.set_defaults(handler=_run_alerts)
 
-    from oncall.cli import drill_cmd
+    check = commands.add_parser(
+        "check", help="run one alert's checklist headless (exit 1 on a failing step)"
+    )
+    check.add_argument("alert", metavar="ALERT", help="alert name, e.g. LLMHighP99Latency")
+    check.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    _global_options(check, suppress=True)
+    check.set_defaults(handler=_run_check)
 
+    from oncall.cli import drill_cmd, runbook_cmd
+
+    runbook_cmd.register(commands, _global_options)
     drill_cmd.register(commands, _global_options)
     return parser
 
@@ -108,6 +117,13 @@ def _run_config_show(args: argparse.Namespace) -> int:
 def _run_alerts(args: argparse.Namespace) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from oncall.cli.alerts_cmd import run
+
+    return run(args)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from oncall.cli.check_cmd import run
 
     return run(args)
 

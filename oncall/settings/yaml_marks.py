@@ -46,7 +46,16 @@ def _pos(node: yaml.Node) -> Position:
     return Position(node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def _walk(doc: MarkedDocument, node: yaml.Node, path: KeyPath, problems: list[Problem]) -> None:
+def _walk(
+    doc: MarkedDocument,
+    node: yaml.Node,
+    path: KeyPath,
+    problems: list[Problem],
+    inside: frozenset[int] = frozenset(),
+) -> None:
+    if id(node) in inside:  # an alias to an enclosing node (`a: &x {b: *x}`): no positions
+        return
+    inside = inside | {id(node)}
     doc.value_at[path] = _pos(node)
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
@@ -56,16 +65,20 @@ def _walk(doc: MarkedDocument, node: yaml.Node, path: KeyPath, problems: list[Pr
                 problems.append(Problem(doc.where(path), dotted, "keys must be plain strings"))
                 continue
             key = key_node.value
+            if key == "<<" and key_node.tag == "tag:yaml.org,2002:merge":
+                # A merge key (`<<: *defaults`): the mapping's own keys override the merged
+                # ones, as YAML says, so neither is a duplicate; merged keys keep no position.
+                continue
             child = (*path, key)
             if key in seen:
                 where = f"{doc.file}:{_pos(key_node).line}:{_pos(key_node).col}"
                 problems.append(Problem(where, ".".join(map(str, child)), "duplicate key"))
             seen.add(key)
             doc.key_at[child] = _pos(key_node)
-            _walk(doc, value_node, child, problems)
+            _walk(doc, value_node, child, problems, inside)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _walk(doc, item, (*path, index), problems)
+            _walk(doc, item, (*path, index), problems, inside)
 
 
 def load_marked_yaml(
@@ -77,6 +90,7 @@ def load_marked_yaml(
     """
     name = display or str(path)
     doc = MarkedDocument(file=name)
+    problems: list[Problem] = []
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -87,6 +101,10 @@ def load_marked_yaml(
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
+            # Positions are read before constructing: construction flattens merge keys
+            # (`<<: *anchor`) into the node, which would look like duplicate keys.
+            if node is not None and isinstance(node, yaml.MappingNode):
+                _walk(doc, node, (), problems)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -102,7 +120,5 @@ def load_marked_yaml(
     if not isinstance(data, dict):
         where = f"{name}:{_pos(node).line}:{_pos(node).col}"
         return doc, [Problem(where, "", "the top level must be a mapping of settings")]
-    problems: list[Problem] = []
-    _walk(doc, node, (), problems)
     doc.data = data
     return doc, problems

@@ -1,0 +1,348 @@
+"""Run a compiled runbook: steps concurrently in dependency order, each bounded by its timeout.
+
+Every step waits only for the steps in its `needs`; a global cap (the runbook's `concurrency`
+or the caller's) bounds how many probes run at once. Events stream out as they happen —
+`StepStarted` when a probe begins, `StepResult` when a step is decided — so a screen can show
+"running" and then each finding the moment it is known.
+
+Statuses: `ok` / `warn` / `fail` from the expectation; `unknown` when the probe could not
+answer (backend error, or no answer within the step's timeout); `error` when the runbook itself
+is wrong at run time (an expression that fails on these facts, a probe that raised something
+unexpected); `skipped` when `when` is false or a needed step has no facts. An `unknown` step
+holds up only the steps that need it.
+
+The probe call is injected (`ProbeRunner`): live runs call the registry's probes through a
+`ProbeContext`, runbook unit tests hand back recorded facts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from oncall.checklist.expressions import ExpressionError
+from oncall.checklist.loader import CompiledRemediation, CompiledRunbook, CompiledStep
+from oncall.checklist.templates import Template
+from oncall.errors import BackendError
+from oncall.model.actions import ACTION_PARAMS
+
+StepStatus = Literal["ok", "warn", "fail", "error", "unknown", "skipped"]
+STATUS_ORDER: tuple[StepStatus, ...] = ("fail", "error", "unknown", "warn", "ok", "skipped")
+#: Statuses whose facts later steps may use.
+DECIDED: frozenset[str] = frozenset({"ok", "warn", "fail"})
+
+Facts = dict[str, Any]
+ProbeRunner = Callable[[CompiledStep, dict[str, Any]], Awaitable[Facts]]
+Describe = Callable[[CompiledStep, dict[str, Any]], str | None]
+
+
+@dataclass(frozen=True)
+class EvidenceValue:
+    label: str
+    value: object
+    threshold: object = None
+    unit: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A remediation a failed step proposes, with its parameters evaluated on the evidence."""
+
+    id: str
+    action: str
+    title: str
+    params: dict[str, Any]
+    step: str
+    dangerous: bool = False
+    error: str | None = None  # parameters that did not evaluate or validate: not actionable
+
+
+@dataclass(frozen=True)
+class StepStarted:
+    id: str
+    title: str
+    started_at: float  # unix time
+
+
+@dataclass(frozen=True)
+class StepResult:
+    id: str
+    title: str
+    status: StepStatus
+    reason: str | None
+    summary: str | None
+    duration_s: float
+    started_at: float
+    probe: str
+    params: dict[str, Any]
+    equivalent: str | None
+    timeout_s: float
+    evidence: tuple[EvidenceValue, ...] = ()
+    proposals: tuple[Proposal, ...] = ()
+    facts: Facts | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+ChecklistEvent = StepStarted | StepResult
+
+
+@dataclass
+class _Run:
+    runbook: CompiledRunbook
+    alert: Mapping[str, Any]
+    runner: ProbeRunner
+    describe: Describe | None
+    limit: asyncio.Semaphore
+    queue: asyncio.Queue[ChecklistEvent] = field(default_factory=asyncio.Queue)
+    done: dict[str, asyncio.Event] = field(default_factory=dict)
+    results: dict[str, StepResult] = field(default_factory=dict)
+
+
+async def run_checklist(
+    runbook: CompiledRunbook,
+    alert: Mapping[str, Any],
+    runner: ProbeRunner,
+    *,
+    concurrency: int | None = None,
+    describe: Describe | None = None,
+) -> AsyncGenerator[ChecklistEvent, None]:
+    """Yield StepStarted / StepResult events until every step has a result.
+
+    Closing the iterator early cancels the steps still running.
+    """
+    run = _Run(
+        runbook,
+        alert,
+        runner,
+        describe,
+        asyncio.Semaphore(concurrency or runbook.spec.concurrency),
+    )
+    run.done = {step.spec.id: asyncio.Event() for step in runbook.steps}
+    tasks = [asyncio.create_task(_step(run, step)) for step in runbook.steps]
+    try:
+        for _ in range(len(tasks) * 2):
+            event = await run.queue.get()
+            yield event
+            if len(run.results) == len(tasks) and run.queue.empty():
+                break
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def collect(
+    runbook: CompiledRunbook, alert: Mapping[str, Any], runner: ProbeRunner, **kwargs: Any
+) -> list[StepResult]:
+    """Run to the end; results in the runbook's step order."""
+    results = {
+        e.id: e
+        async for e in run_checklist(runbook, alert, runner, **kwargs)
+        if isinstance(e, StepResult)
+    }
+    return [results[s.id] for s in runbook.spec.steps]
+
+
+def findings_line(results: list[StepResult]) -> str:
+    """'2 fail · 1 unknown' — the counts that need attention, or 'all ok'."""
+    counts = {s: sum(1 for r in results if r.status == s) for s in STATUS_ORDER}
+    parts = [f"{counts[s]} {s}" for s in ("fail", "error", "unknown", "warn") if counts[s]]
+    return " · ".join(parts) if parts else "all ok"
+
+
+def _names(run: _Run, step: CompiledStep, facts: Facts | None) -> dict[str, Any]:
+    steps = {
+        need: {"status": run.results[need].status, "facts": run.results[need].facts or {}}
+        for need in step.spec.needs
+    }
+    names: dict[str, Any] = {
+        "alert": dict(run.alert),
+        "vars": dict(run.runbook.spec.vars),
+        "steps": steps,
+    }
+    if facts is not None:
+        names["facts"] = facts
+    return names
+
+
+async def _step(run: _Run, step: CompiledStep) -> None:
+    for need in step.spec.needs:
+        await run.done[need].wait()
+    try:
+        result = await _decide(run, step)
+    except Exception as exc:  # a bug must not hang the checklist: this step is an error
+        result = _result(step, "error", f"internal error: {type(exc).__name__}: {exc}")
+    run.results[step.spec.id] = result
+    run.done[step.spec.id].set()
+    await run.queue.put(result)
+
+
+def _result(
+    step: CompiledStep,
+    status: StepStatus,
+    reason: str | None,
+    *,
+    started: float | None = None,
+    duration: float = 0.0,
+    params: dict[str, Any] | None = None,
+    equivalent: str | None = None,
+    **more: Any,
+) -> StepResult:
+    return StepResult(
+        id=step.spec.id,
+        title=step.spec.title,
+        status=status,
+        reason=reason,
+        summary=more.pop("summary", reason),
+        duration_s=round(duration, 4),
+        started_at=started if started is not None else time.time(),
+        probe=step.spec.probe,
+        params=params or {},
+        equivalent=equivalent,
+        timeout_s=step.timeout_s,
+        **more,
+    )
+
+
+async def _decide(run: _Run, step: CompiledStep) -> StepResult:
+    for need in step.spec.needs:
+        status = run.results[need].status
+        if status not in DECIDED:
+            return _result(step, "skipped", f"needs {need}, which is {status}")
+    gate = _names(run, step, None)
+    if step.when is not None:
+        try:
+            go = step.when.evaluate(gate)
+        except ExpressionError as exc:
+            return _result(step, "error", f"when: {exc.message}")
+        if go is not True:
+            return _result(step, "skipped", f"when is false: {step.spec.when}")
+    try:
+        params = _render(step.params, gate)
+    except ExpressionError as exc:
+        return _result(step, "error", f"params: {exc.message}")
+    equivalent = _describe(run, step, params)
+    async with run.limit:
+        started, clock = time.time(), time.perf_counter()
+        await run.queue.put(StepStarted(step.spec.id, step.spec.title, started))
+        try:
+            async with asyncio.timeout(step.timeout_s):
+                facts = await run.runner(step, params)
+            failure: tuple[StepStatus, str] | None = None
+        except TimeoutError:
+            failure = ("unknown", f"no answer within {step.timeout_s:g}s")
+        except BackendError as exc:
+            failure = ("unknown", str(exc))
+        except Exception as exc:
+            failure = ("error", f"probe failed: {type(exc).__name__}: {exc}")
+        duration = time.perf_counter() - clock
+    timing: dict[str, Any] = {
+        "started": started,
+        "duration": duration,
+        "params": params,
+        "equivalent": equivalent,
+    }
+    if failure is not None:
+        return _result(step, failure[0], failure[1], **timing)
+    return _judge(run, step, facts, timing)
+
+
+def _describe(run: _Run, step: CompiledStep, params: dict[str, Any]) -> str | None:
+    if run.describe is None:
+        return None
+    try:
+        return run.describe(step, params)
+    except Exception:  # a display helper must never fail a step
+        return None
+
+
+def _judge(run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any]) -> StepResult:
+    names = _names(run, step, facts)
+    try:
+        verdict = True if step.expect is None else step.expect.evaluate(names)
+        if not isinstance(verdict, bool):
+            raise ExpressionError(f"gave {verdict!r}, not true or false")
+        status: StepStatus = "ok" if verdict else "fail"
+        if status == "ok" and step.warn is not None:
+            warned = step.warn.evaluate(names)
+            if not isinstance(warned, bool):
+                raise ExpressionError(f"warn gave {warned!r}, not true or false")
+            status = "warn" if warned else "ok"
+    except ExpressionError as exc:
+        return _result(step, "error", f"expect: {exc.message}", facts=facts, **timing)
+    summary: str | None = None
+    if step.summary is not None:
+        try:
+            summary = str(step.summary.render(names))
+        except ExpressionError as exc:
+            summary = f"(summary failed: {exc.message})"
+    evidence = tuple(_evidence(step, names))
+    proposals: tuple[Proposal, ...] = ()
+    if status in step.spec.propose_on:
+        proposals = tuple(
+            _propose(run.runbook.remediations[rid], step.spec.id, names)
+            for rid in step.spec.propose
+        )
+    return _result(
+        step,
+        status,
+        None,
+        summary=summary or step.spec.title,
+        evidence=evidence,
+        proposals=proposals,
+        facts=facts,
+        **timing,
+    )
+
+
+def _evidence(step: CompiledStep, names: dict[str, Any]) -> list[EvidenceValue]:
+    out: list[EvidenceValue] = []
+    for item in step.evidence:
+        try:
+            value = item.value.evaluate(names)
+            threshold = item.threshold.evaluate(names) if item.threshold else None
+            out.append(EvidenceValue(item.label, value, threshold, item.unit))
+        except ExpressionError as exc:
+            out.append(EvidenceValue(item.label, None, None, item.unit, exc.message))
+    return out
+
+
+def _render(params: Mapping[str, Template | object], names: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        key: value.render(names) if isinstance(value, Template) else value
+        for key, value in params.items()
+    }
+
+
+def _propose(remediation: CompiledRemediation, step_id: str, names: dict[str, Any]) -> Proposal:
+    spec = remediation.spec
+    error: str | None = None
+    try:
+        params = _render(remediation.params, names)
+    except ExpressionError as exc:
+        params, error = {}, f"params: {exc.message}"
+    if error is None:
+        try:
+            params = ACTION_PARAMS[spec.action].model_validate(params).model_dump(exclude_none=True)
+        except ValidationError as exc:
+            error = "; ".join(
+                f"params.{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+                for e in exc.errors()
+            )
+    return Proposal(
+        id=remediation.id,
+        action=spec.action,
+        title=spec.title,
+        params=params,
+        step=step_id,
+        dangerous=spec.dangerous,
+        error=error,
+    )

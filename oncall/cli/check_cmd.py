@@ -1,0 +1,101 @@
+"""`oncall check ALERT [-o table|json]`: run one alert's checklist against the configured backends.
+
+The alert's current state, value and labels are read first (one refresh of the alert engine);
+then the checklist runs and each step is printed as it finishes (table) or all at once (json).
+Exit codes: 1 when a step fails, else 3 when a step is unknown or in error (a backend did not
+answer, or the runbook broke at run time), else 0. 2 for bad settings or a broken runbook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from oncall.checklist.engine import StepResult, findings_line
+from oncall.cli.config_cmd import load_from_args
+from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_OK, BackendError, OncallError
+from oncall.service.alerts import alert_engine
+from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
+from oncall.settings import Settings
+
+SYMBOL = {"ok": "✓", "warn": "!", "fail": "✗", "error": "E", "unknown": "?", "skipped": "-"}
+
+
+async def _alert(settings: Settings, name: str) -> dict[str, Any]:
+    try:
+        async with alert_engine(settings) as engine:
+            statuses = await engine.refresh()
+    except (BackendError, OncallError):
+        return alert_facts(name, None)
+    status = next((s for s in statuses if s.rule.name == name), None)
+    return alert_facts(name, status)
+
+
+def _line(result: StepResult) -> str:
+    mark = SYMBOL.get(result.status, "?")
+    text = result.summary or result.reason or ""
+    head = f"{mark} {result.status.upper():<7} {result.id:<22} {result.duration_s:6.2f}s  {text}"
+    lines = [head]
+    for item in result.evidence:
+        threshold = "" if item.threshold is None else f" (threshold {_num(item.threshold)})"
+        unit = f" {item.unit}" if item.unit else ""
+        lines.append(f"      {item.label}: {_num(item.value)}{unit}{threshold}")
+    for proposal in result.proposals:
+        params = " ".join(f"{k}={v}" for k, v in proposal.params.items())
+        note = f"  [not actionable: {proposal.error}]" if proposal.error else ""
+        lines.append(f"      → propose {proposal.action} {params}: {proposal.title}{note}")
+    return "\n".join(lines)
+
+
+def _num(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "n/a" if value is None else str(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_from_args(args)
+    settings = loaded.settings
+    runbook = load_checked(find_runbook(settings, args.alert))
+    return asyncio.run(_run(settings, runbook, args))
+
+
+async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    alert = await _alert(settings, args.alert)
+    table = args.output == "table"
+    if table:
+        value = "" if alert["value"] is None else f" value {_num(alert['value'])}"
+        print(f"{args.alert}: {alert['state']}{value} — runbook {runbook.path}", flush=True)
+    results: dict[str, StepResult] = {}
+    async for event in stream_checklist(settings, runbook, alert):
+        if isinstance(event, StepResult):
+            results[event.id] = event
+            if table:
+                print(_line(event), flush=True)
+    ordered = [results[s.id] for s in runbook.spec.steps]
+    elapsed = time.perf_counter() - started
+    proposals = [p for r in ordered for p in r.proposals]
+    if table:
+        print(f"{findings_line(ordered)} — {len(proposals)} proposal(s), {elapsed:.2f}s")
+    else:
+        body = {
+            "alert": alert,
+            "runbook": runbook.path,
+            "findings": findings_line(ordered),
+            "duration_s": round(elapsed, 3),
+            "steps": [r.to_json() for r in ordered],
+            "proposals": [p for r in ordered for p in r.to_json()["proposals"]],
+        }
+        json.dump(body, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    statuses = {r.status for r in ordered}
+    if "fail" in statuses:
+        return EXIT_FOUND
+    if statuses & {"unknown", "error"}:
+        return EXIT_INCOMPLETE
+    return EXIT_OK

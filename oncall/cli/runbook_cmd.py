@@ -1,0 +1,104 @@
+"""`oncall runbook lint|test|schema` — for runbook authors, offline (no backend is contacted).
+
+- `lint [PATH...]` (default `runbooks/`): every problem as FILE:LINE:COL: key: message on
+  stdout; exit 1 when there are any, 0 when clean.
+- `test [PATH...] [--run REGEX]` (default `runbooks/`): the `tests/*.test.yaml` files; a line
+  per failing case with expected-vs-got; exit 1 on any failure or bad test file.
+- `schema`: the runbook JSON Schema (the committed `oncall/checklist/runbook.schema.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from oncall.errors import EXIT_FOUND, EXIT_OK, UsageError
+
+DEFAULT_PATHS = [Path("runbooks")]
+
+
+def register(commands: Any, global_options: Callable[..., None]) -> None:
+    runbook = commands.add_parser("runbook", help="lint, test and describe runbooks (offline)")
+    sub = runbook.add_subparsers(dest="runbook_command", metavar="SUBCOMMAND")
+    lint = sub.add_parser("lint", help="check runbooks: schema, probes, expressions, needs")
+    lint.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    lint.set_defaults(handler=run_lint)
+    test = sub.add_parser("test", help="run runbook unit tests (tests/*.test.yaml)")
+    test.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    test.add_argument("--run", metavar="REGEX", help="only tests whose name matches")
+    test.set_defaults(handler=run_test)
+    schema = sub.add_parser("schema", help="print the runbook JSON Schema")
+    schema.set_defaults(handler=run_schema)
+    for parser in (lint, test, schema):
+        global_options(parser, suppress=True)
+
+    def usage(_args: argparse.Namespace) -> int:
+        runbook.print_usage(sys.stderr)
+        return 2
+
+    runbook.set_defaults(handler=usage)
+
+
+def _paths(args: argparse.Namespace) -> list[Path]:
+    paths: list[Path] = args.paths or DEFAULT_PATHS
+    for path in paths:
+        if not path.exists():
+            raise UsageError(f"{path}: no such file or folder")
+    return paths
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    from oncall.checklist.loader import runbook_files
+    from oncall.service.checklists import problems_of
+
+    paths = _paths(args)
+    files = runbook_files(paths)
+    problems = problems_of(paths)
+    for problem in problems:
+        print(problem)
+    count = len(problems)
+    print(
+        f"{len(files)} runbook file{'s' if len(files) != 1 else ''}: "
+        + (f"{count} problem{'s' if count != 1 else ''}" if count else "clean"),
+        file=sys.stderr,
+    )
+    return EXIT_FOUND if problems else EXIT_OK
+
+
+def run_test(args: argparse.Namespace) -> int:
+    from oncall.checklist.testing import run_tests
+
+    if args.run:
+        try:
+            re.compile(args.run)
+        except re.error as exc:
+            raise UsageError(f"--run {args.run!r}: not a regular expression: {exc}") from exc
+    report = run_tests(_paths(args), name_filter=args.run)
+    for problem in report.problems:
+        print(problem)
+    for outcome in report.outcomes:
+        if outcome.passed:
+            continue
+        print(f"FAIL {outcome.file}:{outcome.line}: {outcome.name}")
+        for mismatch in outcome.mismatches:
+            print(f"  {mismatch}")
+    passed = sum(1 for o in report.outcomes if o.passed)
+    failed = len(report.outcomes) - passed
+    verdict = "SUCCESS" if report.ok else "FAILED"
+    extra = f", {len(report.problems)} file problems" if report.problems else ""
+    print(
+        f"{verdict}: {report.files} test files, {len(report.outcomes)} tests, "
+        f"{passed} passed, {failed} failed{extra}"
+    )
+    return EXIT_OK if report.ok else EXIT_FOUND
+
+
+def run_schema(_args: argparse.Namespace) -> int:
+    from oncall.checklist.schema import schema_text
+
+    sys.stdout.write(schema_text())
+    return EXIT_OK

@@ -1,0 +1,1 @@
+"""Read-only probes: named measurements of Kubernetes, GPUs, Redis, vLLM and Prometheus."""

@@ -1,0 +1,45 @@
+"""What a probe is: a named, read-only measurement that turns backend answers into JSON facts.
+
+A probe has a parameters model (pydantic, `extra="forbid"`, so a runbook's typo is a located
+lint error), an async `run` that returns a JSON-able dict of facts, and `equivalent`, the
+command line an engineer would type to see the same thing (`kubectl get pods -l app=vllm`,
+`redis-cli INFO stats`, …), shown next to the evidence. Probes never change anything.
+
+Failures are `BackendError` (the step becomes `unknown` with the reason); a probe must not
+catch and hide them. The step's timeout is applied by the engine, around `run` as a whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from oncall.probes.context import ProbeContext
+
+Facts = dict[str, Any]
+
+
+class ProbeParams(BaseModel):
+    """Base of every probe's parameters: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=ProbeParams)
+
+
+@dataclass(frozen=True)
+class Probe(Generic[P]):
+    """One probe. `backend` names what it talks to ("redis", "kubernetes", "gpu", …)."""
+
+    name: str
+    backend: str
+    summary: str
+    params: type[P]
+    run: Callable[[ProbeContext, P], Awaitable[Facts]]
+    equivalent: Callable[[ProbeContext, P], str]
+    #: Default step timeout in seconds when a runbook step does not set one.
+    timeout: float = 5.0

@@ -1,0 +1,119 @@
+"""Checklists for the CLI and the app: find an alert's runbook, run it live against backends.
+
+Runbooks are found as `<AlertName>.yaml` (or any file whose `alert:` names it) in the folders
+of `runbooks.dirs`, then `./runbooks`, then the `runbooks/` folder of this checkout. A live run
+shares one `ProbeContext` (one client per backend) and streams the engine's events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from oncall.alerts.engine import RuleStatus
+from oncall.checklist.engine import ChecklistEvent, run_checklist
+from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook, runbook_files
+from oncall.errors import ConfigError, Problem, UsageError
+from oncall.probes.base import Facts
+from oncall.probes.context import ProbeContext
+from oncall.settings import Settings
+from oncall.settings.yaml_marks import load_marked_yaml
+
+CHECKOUT_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
+
+
+def runbook_dirs(settings: Settings) -> list[Path]:
+    return list(dict.fromkeys([*settings.runbooks.dirs, Path("runbooks"), CHECKOUT_RUNBOOKS]))
+
+
+def find_runbook(settings: Settings, alert: str) -> Path:
+    """The runbook file for `alert`: by file name first, then by its `alert:` key."""
+    dirs = [d for d in runbook_dirs(settings) if d.is_dir()]
+    for folder in dirs:
+        for ext in (".yaml", ".yml"):
+            if (folder / f"{alert}{ext}").is_file():
+                return folder / f"{alert}{ext}"
+    for folder in dirs:
+        for file in runbook_files([folder]):
+            doc, problems = load_marked_yaml(file)
+            if not problems and doc.data.get("alert") == alert:
+                return file
+    searched = ", ".join(str(d) for d in runbook_dirs(settings))
+    raise UsageError(f"no runbook for alert {alert!r} in {searched}")
+
+
+def load_checked(path: Path) -> CompiledRunbook:
+    """Load a runbook, or raise ConfigError with every problem (FILE:LINE:COL)."""
+    loaded = load_runbook(path)
+    if loaded.runbook is None:
+        raise ConfigError(loaded.problems, what="runbook")
+    return loaded.runbook
+
+
+def alert_facts(name: str, status: RuleStatus | None) -> dict[str, Any]:
+    """The `alert` name of expressions: the alert's current state, value and labels."""
+    if status is None:
+        return {"name": name, "state": "unknown", "value": None, "labels": {}, "annotations": {}}
+    instance = next(
+        (i for want in ("firing", "pending") for i in status.instances if i.state == want),
+        None,
+    )
+    labels = dict(status.rule.labels)
+    if instance is not None:
+        labels.update(instance.labels)
+    return {
+        "name": name,
+        "state": status.state,
+        "value": status.value,
+        "labels": labels,
+        "annotations": dict(status.rule.annotations),
+    }
+
+
+def live_runner(ctx: ProbeContext) -> Any:
+    """The engine's probe call for live runs: validate the rendered params, run the probe."""
+
+    async def run(step: CompiledStep, params: dict[str, Any]) -> Facts:
+        probe = step.probe
+        return await probe.run(ctx, probe.params.model_validate(params))
+
+    return run
+
+
+def describe(ctx: ProbeContext) -> Any:
+    """The command-line equivalent of a step's probe call, for the evidence pane."""
+
+    def equivalent(step: CompiledStep, params: dict[str, Any]) -> str | None:
+        probe = step.probe
+        return probe.equivalent(ctx, probe.params.model_validate(params))
+
+    return equivalent
+
+
+async def stream_checklist(
+    settings: Settings,
+    runbook: CompiledRunbook,
+    alert: Mapping[str, Any],
+    *,
+    ctx: ProbeContext | None = None,
+) -> AsyncIterator[ChecklistEvent]:
+    """Run `runbook` live; a context handed in is reused and left open (the app keeps one)."""
+    own = ctx is None
+    context = ctx or ProbeContext(settings)
+    try:
+        async for event in run_checklist(
+            runbook, alert, live_runner(context), describe=describe(context)
+        ):
+            yield event
+    finally:
+        if own:
+            await context.aclose()
+
+
+def problems_of(paths: list[Path]) -> list[Problem]:
+    """Lint: every problem of every runbook file under paths."""
+    problems: list[Problem] = []
+    for file in runbook_files(paths):
+        problems.extend(load_runbook(file).problems)
+    return problems

@@ -1,0 +1,97 @@
+"""`oncall runbook test`: recorded facts in, statuses and proposals out, readable mismatches."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.cli_runner import run_oncall
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNBOOK = ROOT / "runbooks" / "LLMHighP99Latency.yaml"
+
+
+def test_shipped_runbook_tests_pass() -> None:
+    result = run_oncall("runbook", "test", "runbooks/", cwd=ROOT)
+    assert result.code == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("SUCCESS:")
+    assert "0 failed" in result.stdout
+
+
+def _setup(tmp_path: Path, body: str) -> Path:
+    (tmp_path / "tests").mkdir()
+    shutil.copy(RUNBOOK, tmp_path / "LLMHighP99Latency.yaml")
+    test = tmp_path / "tests" / "LLMHighP99Latency.test.yaml"
+    test.write_text("runbook: ../LLMHighP99Latency.yaml\ntests:\n" + body)
+    return test
+
+
+GPU_FULL = """\
+  - name: wrong expectations
+    facts:
+      gpu_memory: {count: 1, max_memory_used_ratio: 0.99, min_memory_free_mib: 9000}
+    expect:
+      steps: {gpu_memory: ok, pods: {status: ok, summary_contains: "Ready"}}
+      proposals:
+        - {id: lower-max-num-seqs, params: {value: 64}}
+        - {id: rebuild-busiest-pod}
+  - name: right expectations
+    facts:
+      gpu_memory: {count: 1, max_memory_used_ratio: 0.99, min_memory_free_mib: 9000}
+    expect:
+      steps: {gpu_memory: fail, pods: unknown}
+"""
+
+
+def test_mismatches_are_reported_as_expected_versus_got(tmp_path: Path) -> None:
+    _setup(tmp_path, GPU_FULL)
+    result = run_oncall("runbook", "test", ".", cwd=tmp_path)
+    assert result.code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == "FAIL tests/LLMHighP99Latency.test.yaml:3: wrong expectations"
+    assert (
+        "  step gpu_memory: expected ok, got fail (busiest GPU at 99%, 9,000 MiB free on the fullest)"
+        in lines
+    )
+    assert (
+        "  step pods: expected ok, got unknown (recorded at kube.pods: no recorded facts)" in lines
+    )
+    assert (
+        "  proposals: expected [lower-max-num-seqs, rebuild-busiest-pod], got [lower-max-num-seqs]"
+        in lines
+    )
+    assert "  proposal lower-max-num-seqs params.value: expected 64, got 256" in lines
+    assert lines[-1] == "FAILED: 1 test files, 2 tests, 1 passed, 1 failed"
+
+
+def test_run_filters_tests_by_name(tmp_path: Path) -> None:
+    _setup(tmp_path, GPU_FULL)
+    result = run_oncall("runbook", "test", ".", "--run", "^right", cwd=tmp_path)
+    assert result.code == 0, result.stdout
+    assert result.stdout.strip() == "SUCCESS: 1 test files, 1 tests, 1 passed, 0 failed"
+
+
+def test_a_test_file_naming_unknown_steps_or_keys_is_located(tmp_path: Path) -> None:
+    test = _setup(
+        tmp_path,
+        "  - name: typo\n    facts: {gpu_memroy: {}}\n    expect: {stpes: {}}\n",
+    )
+    result = run_oncall("runbook", "test", str(test), cwd=tmp_path)
+    assert result.code == 1
+    assert f"{test}:5:14: tests.0.expect.stpes: unknown key 'stpes'" in result.stdout
+    result2 = run_oncall("runbook", "test", "--run", "(", ".", cwd=tmp_path)
+    assert result2.code == 2
+    assert "not a regular expression" in result2.stderr
+
+
+def test_unknown_step_in_recorded_facts_is_a_problem(tmp_path: Path) -> None:
+    test = _setup(
+        tmp_path,
+        "  - name: typo\n    facts: {gpu_memroy: {}}\n    expect: {steps: {}}\n",
+    )
+    result = run_oncall("runbook", "test", str(test), cwd=tmp_path)
+    assert result.code == 1
+    assert (
+        f"{test}:4:13: tests.0.facts.gpu_memroy: no step 'gpu_memroy' in ../LLMHighP99Latency.yaml"
+        in (result.stdout)
+    )

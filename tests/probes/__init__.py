@@ -1,0 +1,1 @@
+"""Tests of the read-only probes against real servers and the drill simulators."""
