@@ -24,7 +24,7 @@ class ActionParams(BaseModel):
 class RebuildPodParams(ActionParams):
     """Delete one pod with a UID precondition; its controller creates a replacement."""
 
-    pod: str = Field(description="Pod name.")
+    pod: str = Field(min_length=1, description="Pod name.")
     namespace: str | None = Field(None, description="Namespace; default: kubernetes.namespace.")
     uid: str | None = Field(None, description="Expected pod UID (the precondition).")
 
