@@ -7,7 +7,7 @@ A string that is exactly one template without a spec keeps the expression's type
 else renders as text. Values are formatted with `format(value, spec)` only — no attribute
 access, no `str.format` — so a template can do nothing an expression cannot.
 
-Without a spec: None is "n/a", floats have 4 significant digits, bools are true/false.
+None is "n/a" (with or without a spec); without a spec, floats have 4 significant digits, bools are true/false.
 `}}` cannot appear inside a template's expression (write nested map literals across parts).
 """
 
@@ -66,13 +66,13 @@ class Template:
 
 def format_value(value: object, spec: str | None) -> str:
     """Text of one template value; a spec that does not fit the value is an ExpressionError."""
+    if value is None:
+        return "n/a"  # whatever the spec: a missing number reads the same everywhere
     if spec:
         try:
             return format(value, spec)
         except (TypeError, ValueError) as exc:
             raise ExpressionError(f"format {spec!r} does not apply to {value!r}: {exc}") from exc
-    if value is None:
-        return "n/a"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):

@@ -53,14 +53,14 @@ def _line(result: StepResult) -> str:
 
 def _num(value: object) -> str:
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
     return "n/a" if value is None else str(value)
 
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_from_args(args)
     settings = loaded.settings
-    runbook = load_checked(find_runbook(settings, args.alert))
+    runbook = load_checked(find_runbook(settings, args.alert), settings)
     return asyncio.run(_run(settings, runbook, args))
 
 

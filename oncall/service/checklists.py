@@ -7,6 +7,7 @@ shares one `ProbeContext` (one client per backend) and streams the engine's even
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,12 +44,22 @@ def find_runbook(settings: Settings, alert: str) -> Path:
     raise UsageError(f"no runbook for alert {alert!r} in {searched}")
 
 
-def load_checked(path: Path) -> CompiledRunbook:
-    """Load a runbook, or raise ConfigError with every problem (FILE:LINE:COL)."""
+def load_checked(path: Path, settings: Settings | None = None) -> CompiledRunbook:
+    """Load a runbook, or raise ConfigError with every problem (FILE:LINE:COL).
+
+    The `runbooks.vars` setting overrides the runbook's vars of the same names (only those:
+    a setting cannot add names the runbook's expressions were not compiled against).
+    """
     loaded = load_runbook(path)
     if loaded.runbook is None:
         raise ConfigError(loaded.problems, what="runbook")
-    return loaded.runbook
+    runbook = loaded.runbook
+    overrides = settings.runbooks.vars if settings else {}
+    known = {k: v for k, v in overrides.items() if k in runbook.spec.vars}
+    if known:
+        spec = runbook.spec.model_copy(update={"vars": {**runbook.spec.vars, **known}})
+        runbook = dataclasses.replace(runbook, spec=spec)
+    return runbook
 
 
 def alert_facts(name: str, status: RuleStatus | None) -> dict[str, Any]:

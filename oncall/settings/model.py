@@ -76,6 +76,10 @@ class RunbooksSettings(Section):
     dirs: list[Path] = Field(
         default_factory=list, description="Extra runbook folders, searched before built-ins."
     )
+    vars: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="Override runbook vars of the same name (a drill sets rate_window: 20s).",
+    )
 
 
 class DegradationSettings(Section):

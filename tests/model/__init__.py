@@ -1,0 +1,1 @@
+"""Tests of the plain value types in oncall.model."""
