@@ -1,9 +1,9 @@
 """Redis client (redis-py 8, asyncio) for the read path: PING, INFO, SLOWLOG, LATENCY, GET.
 
 CLI equivalents: `redis-cli PING`, `redis-cli INFO stats`, `redis-cli SLOWLOG GET 10`,
-`redis-cli LATENCY LATEST`. Writes live in `redis_write.py`, which only remediation may import.
-Every call is bounded by the timeout as a whole, with no client-side retries (a sick Redis
-must make a probe `unknown` within its timeout, not after four).
+`redis-cli LATENCY LATEST`, `redis-cli CONFIG GET maxclients`. Writes live in `redis_write.py`,
+which only remediation may import. Every call is bounded by the timeout as a whole, with no
+client-side retries (a sick Redis must make a probe `unknown` within its timeout, not after four).
 """
 
 from __future__ import annotations
@@ -153,6 +153,17 @@ class RedisClient:
             ]
         except (IndexError, TypeError, ValueError) as exc:
             raise self._error("bad payload", f"malformed LATENCY row: {exc}") from exc
+
+    async def config_get(self, name: str) -> str | None:
+        """CONFIG GET of one parameter; None when the server has no such parameter.
+
+        Managed Redis and ACLs often deny CONFIG: that is a BackendError "query error".
+        """
+        found = await self._call(lambda r: r.config_get(name))
+        if not isinstance(found, dict):
+            raise self._error("bad payload", "CONFIG GET did not parse into pairs")
+        value = found.get(name)
+        return None if value is None else _text(value)
 
     async def get(self, key: str) -> str | None:
         """GET key; None when it does not exist."""

@@ -90,6 +90,32 @@ def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> floa
     return start + (end - start) * (rank / count)
 
 
+Buckets = dict[float, float]
+"""Cumulative histogram buckets: upper bound -> count of observations at or below it."""
+
+
+def bucket_increase(before: Buckets | None, after: Buckets | None) -> Buckets | None:
+    """What was observed between two scrapes of a histogram (`increase()` per bucket).
+
+    After a counter reset (a count went down or a bucket vanished: the server restarted) the
+    whole of `after` counts as new, as Prometheus does; None when `after` has no histogram.
+    """
+    if after is None:
+        return None
+    if before is None or any(after.get(bound, -1.0) < count for bound, count in before.items()):
+        return dict(after)
+    return {bound: count - before.get(bound, 0.0) for bound, count in after.items()}
+
+
+def sum_buckets(many: Iterable[Buckets | None]) -> Buckets:
+    """Buckets of several histograms added per upper bound, as `sum by (le)` does."""
+    total: Buckets = {}
+    for buckets in many:
+        for bound, count in (buckets or {}).items():
+            total[bound] = total.get(bound, 0.0) + count
+    return total
+
+
 @dataclass(frozen=True)
 class Health:
     """The answer of `GET /health`: ok only on 200; 503 (500 on 0.10) means the engine died."""
@@ -131,13 +157,16 @@ class VllmMetrics:
 
     `metric_version` is "0.10" when the pre-0.11 names (`vllm:gpu_cache_usage_perc`) are
     exposed, "0.33" when only the new ones are, "unknown" with neither. `missing` names the
-    facts (see FACTS) that no model exposed.
+    facts (see FACTS) that no model exposed. `buckets` holds the cumulative histogram buckets
+    (fact of HISTOGRAMS -> upper bound -> count) summed over models and engines, so a caller
+    can take any quantile, or one over the difference of two scrapes.
     """
 
     instance: str
     models: dict[str, ModelMetrics]
     metric_version: str
     missing: list[str] = field(default_factory=list)
+    buckets: dict[str, Buckets] = field(default_factory=dict)
 
     @property
     def generation_tokens_total(self) -> float | None:
@@ -179,6 +208,7 @@ def parse_metrics(text: str, instance: str) -> VllmMetrics:
                 scalars[(sample.name, model)].append(sample.value)
     models = sorted({model for _, model in scalars} | {model for _, model in buckets})
     per_model: dict[str, ModelMetrics] = {}
+    summed: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for model in models:
         facts: dict[str, Any] = {}
         for fact, (candidates, how) in GAUGES.items():
@@ -190,6 +220,8 @@ def parse_metrics(text: str, instance: str) -> VllmMetrics:
             for name in families:
                 if (name, model) in buckets:
                     pairs = list(buckets[(name, model)].items())
+                    for bound, count in pairs:
+                        summed[fact][bound] += count
                     facts[fact] = Quantiles(
                         *(histogram_quantile(q, pairs) for q in (0.5, 0.9, 0.99))
                     )
@@ -202,7 +234,8 @@ def parse_metrics(text: str, instance: str) -> VllmMetrics:
         version = "0.33"
     else:
         version = "unknown"
-    return VllmMetrics(instance, per_model, version, missing)
+    totals = {fact: dict(by_bound) for fact, by_bound in summed.items()}
+    return VllmMetrics(instance, per_model, version, missing, totals)
 
 
 class VllmClient:

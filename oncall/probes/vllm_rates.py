@@ -1,0 +1,100 @@
+"""The `vllm.rates` probe: fleet-wide vLLM rates and latency quantiles, asked of Prometheus.
+
+    curl -s http://PROMETHEUS:9090/api/v1/query \
+        --data-urlencode 'query=sum(rate(vllm:generation_tokens_total[1m]))'
+
+Behind a Kubernetes Service each direct scrape of `/metrics` may reach another pod, so rates
+taken between two scrapes (`vllm.metrics`) mix pods; Prometheus scrapes every pod itself and
+its `rate()` and `histogram_quantile()` over the summed buckets see the whole fleet. Both the
+0.33 and the 0.10 metric names are read (backends.md §1.5). Part of `oncall.probes.vllm`'s
+PROBES.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shlex
+
+from pydantic import Field
+
+from oncall.probes.base import Facts, Probe, ProbeParams
+from oncall.probes.context import ProbeContext
+from oncall.probes.prometheus import prometheus_client
+
+#: PromQL durations: 30s, 1m, 1h30m, 500ms.
+DURATION = r"^([0-9]+(ms|s|m|h|d|w|y))+$"
+
+
+class RatesParams(ProbeParams):
+    window: str = Field("1m", pattern=DURATION, description="PromQL range, e.g. 1m or 5m.")
+    quantile: float = Field(0.99, ge=0, le=1, description="Latency quantile, e.g. 0.99.")
+    selector: str = Field("", description='Extra label matchers, e.g. namespace="ai".')
+
+
+def rate_queries(params: RatesParams) -> dict[str, str]:
+    """fact -> PromQL. Only the ITL and KV-usage names changed between 0.10 and 0.33; `or`
+    keeps one series per pod where a 0.10 server exposes both names."""
+
+    def s(name: str) -> str:
+        return f"{name}{{{params.selector}}}" if params.selector else name
+
+    w, q = params.window, repr(params.quantile)
+
+    def quantile(*families: str) -> str:
+        rates = " or ".join(f"rate({s(family + '_bucket')}[{w}])" for family in families)
+        return f"histogram_quantile({q}, sum by (le) ({rates}))"
+
+    return {
+        "tokens_per_s": f"sum(rate({s('vllm:generation_tokens_total')}[{w}]))",
+        "preemptions_per_s": f"sum(rate({s('vllm:num_preemptions_total')}[{w}]))",
+        "running": f"sum({s('vllm:num_requests_running')})",
+        "waiting": f"sum({s('vllm:num_requests_waiting')})",
+        "kv_cache_usage": (
+            f"max({s('vllm:kv_cache_usage_perc')} or {s('vllm:gpu_cache_usage_perc')})"
+        ),
+        "ttft_s": quantile("vllm:time_to_first_token_seconds"),
+        "itl_s": quantile("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        "e2e_s": quantile("vllm:e2e_request_latency_seconds"),
+    }
+
+
+async def run_rates(ctx: ProbeContext, params: RatesParams) -> Facts:
+    """`curl -s PROMETHEUS/api/v1/query --data-urlencode 'query=…'` for each query.
+
+    Facts: tokens_per_s (sum of rate(vllm:generation_tokens_total[window])), preemptions_per_s,
+    running, waiting (sums of the gauges), kv_cache_usage (max, 0.33 or 0.10 name), ttft_s,
+    itl_s, e2e_s (histogram_quantile over the fleet's summed bucket rates). None where
+    Prometheus has no series or the answer is NaN (no observations in the window)."""
+    client = await prometheus_client(ctx)
+    queries = rate_queries(params)
+    answers = await asyncio.gather(
+        *(client.query(expr) for expr in queries.values()), return_exceptions=True
+    )
+    facts: Facts = {}
+    for name, answer in zip(queries, answers, strict=True):
+        if isinstance(answer, BaseException):
+            raise answer  # the first failure; the others have finished too
+        value = answer[0].value if answer else None
+        facts[name] = value if value is not None and math.isfinite(value) else None
+    return facts
+
+
+def rates_equivalent(ctx: ProbeContext, params: RatesParams) -> str:
+    settings = ctx.settings.prometheus
+    header = ' -H "Authorization: Bearer $PROMETHEUS_TOKEN"' if settings.bearer_token else ""
+    url = shlex.quote(settings.url.rstrip("/") + "/api/v1/query")
+    return "\n".join(
+        f"curl -s{header} {url} --data-urlencode {shlex.quote('query=' + expr)}"
+        for expr in rate_queries(params).values()
+    )
+
+
+RATES = Probe(
+    name="vllm.rates",
+    backend="prometheus",
+    summary="Fleet tokens/s, preemptions/s, queue, KV cache and latency via Prometheus.",
+    params=RatesParams,
+    run=run_rates,
+    equivalent=rates_equivalent,
+)
