@@ -7,7 +7,8 @@ A string that is exactly one template without a spec keeps the expression's type
 else renders as text. Values are formatted with `format(value, spec)` only — no attribute
 access, no `str.format` — so a template can do nothing an expression cannot.
 
-None is "n/a" (with or without a spec); without a spec, floats have 4 significant digits, bools are true/false.
+None is "n/a" (with or without a spec); without a spec, floats have 4 significant
+digits and bools are true/false.
 `}}` cannot appear inside a template's expression (write nested map literals across parts).
 """
 

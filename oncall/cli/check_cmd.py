@@ -72,12 +72,14 @@ async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> in
         value = "" if alert["value"] is None else f" value {_num(alert['value'])}"
         print(f"{args.alert}: {alert['state']}{value} — runbook {runbook.path}", flush=True)
     results: dict[str, StepResult] = {}
+    checklist_started = time.perf_counter()
     async for event in stream_checklist(settings, runbook, alert):
         if isinstance(event, StepResult):
             results[event.id] = event
             if table:
                 print(_line(event), flush=True)
     ordered = [results[s.id] for s in runbook.spec.steps]
+    checklist_s = time.perf_counter() - checklist_started
     elapsed = time.perf_counter() - started
     proposals = [p for r in ordered for p in r.proposals]
     if table:
@@ -87,7 +89,8 @@ async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> in
             "alert": alert,
             "runbook": runbook.path,
             "findings": findings_line(ordered),
-            "duration_s": round(elapsed, 3),
+            "duration_s": round(elapsed, 3),  # alert state + checklist
+            "checklist_s": round(checklist_s, 3),
             "steps": [r.to_json() for r in ordered],
             "proposals": [p for r in ordered for p in r.to_json()["proposals"]],
         }

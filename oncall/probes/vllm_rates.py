@@ -12,7 +12,6 @@ PROBES.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import shlex
 
@@ -59,24 +58,45 @@ def rate_queries(params: RatesParams) -> dict[str, str]:
     }
 
 
+FACT_LABEL = "oncall_fact"
+
+
+def batched_query(params: RatesParams) -> str:
+    """Every query of `rate_queries` in one: each result tagged with its fact's name and the
+    results joined with `or` (their label sets differ by the tag), so one request answers all."""
+    parts = [
+        f'label_replace(({expr}), "{FACT_LABEL}", "{name}", "", "")'
+        for name, expr in rate_queries(params).items()
+    ]
+    parts.append(f'label_replace(({busiest_query(params)}), "{FACT_LABEL}", "busiest_pod", "", "")')
+    return " or ".join(parts)
+
+
+def busiest_query(params: RatesParams) -> str:
+    """The pod with the fullest KV cache (its `pod` label, as Kubernetes discovery sets it)."""
+    selector = f"{{{params.selector}}}" if params.selector else ""
+    kv = f"vllm:kv_cache_usage_perc{selector} or vllm:gpu_cache_usage_perc{selector}"
+    return f"topk(1, max by (pod) ({kv}))"
+
+
 async def run_rates(ctx: ProbeContext, params: RatesParams) -> Facts:
-    """`curl -s PROMETHEUS/api/v1/query --data-urlencode 'query=…'` for each query.
+    """`curl -s PROMETHEUS/api/v1/query --data-urlencode 'query=…'`: one batched query.
 
     Facts: tokens_per_s (sum of rate(vllm:generation_tokens_total[window])), preemptions_per_s,
     running, waiting (sums of the gauges), kv_cache_usage (max, 0.33 or 0.10 name), ttft_s,
     itl_s, e2e_s (histogram_quantile over the fleet's summed bucket rates). None where
-    Prometheus has no series or the answer is NaN (no observations in the window)."""
+    Prometheus has no series or the answer is NaN (no observations in the window).
+    busiest_pod: the `pod` label of the series with the fullest KV cache (None without one),
+    the pod to rebuild when its cache is full or fragmented."""
     client = await prometheus_client(ctx)
-    queries = rate_queries(params)
-    answers = await asyncio.gather(
-        *(client.query(expr) for expr in queries.values()), return_exceptions=True
-    )
-    facts: Facts = {}
-    for name, answer in zip(queries, answers, strict=True):
-        if isinstance(answer, BaseException):
-            raise answer  # the first failure; the others have finished too
-        value = answer[0].value if answer else None
-        facts[name] = value if value is not None and math.isfinite(value) else None
+    samples = await client.query(batched_query(params))
+    facts: Facts = dict.fromkeys([*rate_queries(params), "busiest_pod"])
+    for sample in samples:
+        name = sample.labels.get(FACT_LABEL)
+        if name == "busiest_pod":
+            facts[name] = sample.labels.get("pod")
+        elif name in facts and math.isfinite(sample.value):
+            facts[name] = sample.value
     return facts
 
 
@@ -84,6 +104,7 @@ def rates_equivalent(ctx: ProbeContext, params: RatesParams) -> str:
     settings = ctx.settings.prometheus
     header = ' -H "Authorization: Bearer $PROMETHEUS_TOKEN"' if settings.bearer_token else ""
     url = shlex.quote(settings.url.rstrip("/") + "/api/v1/query")
+    # One readable query per fact; the probe itself sends them batched in one request.
     return "\n".join(
         f"curl -s{header} {url} --data-urlencode {shlex.quote('query=' + expr)}"
         for expr in rate_queries(params).values()

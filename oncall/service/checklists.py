@@ -7,7 +7,9 @@ shares one `ProbeContext` (one client per backend) and streams the engine's even
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -82,14 +84,34 @@ def alert_facts(name: str, status: RuleStatus | None) -> dict[str, Any]:
     }
 
 
-def live_runner(ctx: ProbeContext) -> Any:
-    """The engine's probe call for live runs: validate the rendered params, run the probe."""
+class LiveRunner:
+    """The engine's probe call for live runs: validate the rendered params, run the probe.
 
-    async def run(step: CompiledStep, params: dict[str, Any]) -> Facts:
+    Steps that ask the same probe with the same parameters (two judgements of one
+    `vllm.rates` answer) share one call: the probe runs once per checklist run. Each step
+    still waits under its own timeout; `cancel` stops calls nobody waits for any more.
+    """
+
+    def __init__(self, ctx: ProbeContext) -> None:
+        self.ctx = ctx
+        self.calls: dict[str, asyncio.Task[Facts]] = {}
+
+    async def __call__(self, step: CompiledStep, params: dict[str, Any]) -> Facts:
         probe = step.probe
-        return await probe.run(ctx, probe.params.model_validate(params))
+        validated = probe.params.model_validate(params)
+        key = probe.name + json.dumps(validated.model_dump(mode="json"), sort_keys=True)
+        call = self.calls.get(key)
+        if call is None:
+            call = asyncio.ensure_future(probe.run(self.ctx, validated))
+            self.calls[key] = call
+        # Shielded: one step giving up at its timeout must not cancel the others' answer.
+        return await asyncio.shield(call)
 
-    return run
+    async def cancel(self) -> None:
+        pending = [c for c in self.calls.values() if not c.done()]
+        for call in pending:
+            call.cancel()
+        await asyncio.gather(*self.calls.values(), return_exceptions=True)
 
 
 def describe(ctx: ProbeContext) -> Any:
@@ -112,12 +134,12 @@ async def stream_checklist(
     """Run `runbook` live; a context handed in is reused and left open (the app keeps one)."""
     own = ctx is None
     context = ctx or ProbeContext(settings)
+    runner = LiveRunner(context)
     try:
-        async for event in run_checklist(
-            runbook, alert, live_runner(context), describe=describe(context)
-        ):
+        async for event in run_checklist(runbook, alert, runner, describe=describe(context)):
             yield event
     finally:
+        await runner.cancel()
         if own:
             await context.aclose()
 

@@ -56,15 +56,17 @@ async def test_rates_through_prometheus(
     sims: tuple[SimProcess, SimProcess], start_prometheus: Callable[..., RunningServer]
 ) -> None:
     sim, sim10 = sims
-    targets = [f"127.0.0.1:{sim.port}", f"127.0.0.1:{sim10.port}"]
-    prometheus = start_prometheus(
-        scrape_configs=[{"job_name": "vllm", "static_configs": [{"targets": targets}]}]
-    )
+    # `pod` labels as Kubernetes discovery would set them: busiest_pod names one.
+    static = [
+        {"targets": [f"127.0.0.1:{sim.port}"], "labels": {"pod": "vllm-033"}},
+        {"targets": [f"127.0.0.1:{sim10.port}"], "labels": {"pod": "vllm-010"}},
+    ]
+    prometheus = start_prometheus(scrape_configs=[{"job_name": "vllm", "static_configs": static}])
     names = ("tokens_per_s", "running", "waiting", "kv_cache_usage", "ttft_s", "itl_s", "e2e_s")
     seen: dict[str, Any] = {}
     async with ProbeContext(settings(sim.url, prometheus=prometheus.url)) as ctx:
         idle = await run(ctx, "vllm.rates", selector='job="vllm"')
-        assert set(idle) == {*names, "preemptions_per_s"}
+        assert set(idle) == {*names, "preemptions_per_s", "busiest_pod"}
 
         async def rated() -> bool:
             await complete(sim.url, MAX_SEQS, 100)
@@ -74,6 +76,7 @@ async def test_rates_through_prometheus(
         await eventually(rated, within=30, what="Prometheus to rate the simulator's load")
         nothing = await run(ctx, "vllm.rates", selector='job="nope"')
     assert seen["preemptions_per_s"] == 0.0
+    assert seen["busiest_pod"] in {"vllm-033", "vllm-010"}
     assert 0.0 <= seen["kv_cache_usage"] <= 1.0
     assert 0 < seen["itl_s"] <= seen["e2e_s"]
     assert nothing == dict.fromkeys(nothing)  # no series: every fact None, not 0

@@ -1,21 +1,40 @@
-"""Every scenario trips the signal behind its golden alert, and `clear` brings it back.
+"""Every scenario trips the signal behind its golden alert, its alert's checklist finds it, and
+`clear` brings it back.
 
-Seen the way an alert sees it: a Prometheus query over what Prometheus scraped from the
-simulators and the real Redis exporter, while the drill's load generator runs.
+The signal is seen the way an alert sees it: a Prometheus query over what Prometheus scraped
+from the simulators and the real Redis exporter, while the drill's load generator runs. The
+checklist is `oncall check ALERT -o json` with the drill's settings (real clients, real
+backends): the intended step fails and the intended remediation is proposed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
+from typing import Any
 
 import pytest
 
 from oncall.backends.prometheus import PrometheusClient
 from oncall.drill.scenarios import Signal, all_scenarios
+from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
 from tests.harness.processes import eventually
 
 SCENARIOS = {name: s for name, s in all_scenarios().items() if s.signal is not None}
+
+#: scenario -> (the checklist step that must fail, the remediation it must propose or None).
+FINDINGS: dict[str, tuple[str, str | None]] = {
+    "kv-cache-pressure": ("kv_cache", "lower-max-num-seqs-kv"),
+    "model-stuck": ("token_rate", "rebuild-stuck-pod"),
+    "gpu-oom": ("oom_pods", "rebuild-oom-pod"),
+    "gateway-unavailable": ("still_undegraded", "degrade"),
+    "vector-search-slow": ("rag_still_on", "rag-off"),
+    "prompt-rejections": ("policy_ratio", None),
+    "redis-hit-rate-collapse": ("hit_rate", None),
+    "scrape-failure": ("jobs_down", None),
+}
 
 
 def crossed(signal: Signal, value: float) -> bool:
@@ -71,6 +90,34 @@ async def test_scenario_crosses_and_clear_brings_it_back(drill: Drill, name: str
             await eventually(
                 tripped, within=60, what=f"{name}: {signal.query} {signal.op} {signal.threshold}"
             )
+            await eventually(
+                lambda: checklist_finds(drill, name),
+                within=60,
+                what=f"{name}: `oncall check {SCENARIOS[name].alert}` finds {FINDINGS[name]}",
+            )
         finally:
             drill.cli("clear")
         await eventually(healthy, within=60, what=f"{name}: back after clear")
+
+
+async def checklist_finds(drill: Drill, scenario: str) -> bool:
+    """`oncall check ALERT -o json` shows the intended failing step and proposal."""
+    alert = SCENARIOS[scenario].alert
+    assert alert is not None
+    step, proposal = FINDINGS[scenario]
+    config = str(drill.directory / "oncall.yaml")
+    result = await asyncio.to_thread(
+        run_oncall, "--config", config, "check", alert, "-o", "json", timeout=60
+    )
+    assert result.code in (0, 1, 3), result.stderr  # never a crash or a usage error
+    report: dict[str, Any] = json.loads(result.stdout)
+    statuses = {s["id"]: s["status"] for s in report["steps"]}
+    assert step in statuses, f"{alert}'s runbook has no step {step}"
+    if statuses[step] != "fail":
+        return False
+    assert result.code == 1
+    proposed = {p["id"]: p for p in report["proposals"]}
+    if proposal is not None:
+        assert proposal in proposed, f"{step} failed but proposed {sorted(proposed)}"
+        assert proposed[proposal]["error"] is None, proposed[proposal]
+    return True

@@ -1,0 +1,172 @@
+"""Checklist wall time against its slowest step, and against the same checks run by a shell script.
+
+In a drill environment (started here, or `--dir` of a running one), for each runbook:
+
+- checklist: the engine runs the runbook against the drill with one shared `ProbeContext`
+  (clients warm, as in the app; the first, cold run — importing the kubernetes client — is
+  reported apart). Wall time per run against the slowest step of that run (target <= 1.3x).
+- shell: a bash script running each step's command-line equivalent one after another —
+  `curl` to Prometheus and vLLM, `redis-cli`, and `curl` to the Kubernetes API with the drill's
+  bearer token (the drill's API is plain HTTP, where kubectl will not send a token; a bare
+  `kubectl` start is timed apart as context). Target: the checklist >= 5x faster.
+
+    .venv/bin/python scripts/bench/checklist.py [--runs 10] [--dir DRILL_DIR] [ALERT ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import yaml
+
+from oncall.checklist.engine import StepResult
+from oncall.probes.context import ProbeContext
+from oncall.service.checklists import (
+    alert_facts,
+    find_runbook,
+    load_checked,
+    stream_checklist,
+)
+from oncall.settings import Settings
+from oncall.settings.loader import load_settings
+
+DEFAULT_ALERTS = ["LLMHighP99Latency", "LLMOutOfMemory", "AIServiceUnavailable"]
+
+
+def kube_access(directory: Path) -> tuple[str, str]:
+    config = yaml.safe_load((directory / "kubeconfig").read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    token = next(u["user"]["token"] for u in config["users"] if "readonly" not in u["name"])
+    return server, token
+
+
+def kube_curl(step: StepResult, server: str, namespace: str) -> str:
+    params = step.params
+    ns = params.get("namespace") or namespace
+    if step.probe == "kube.pods":
+        query = {"labelSelector": params["selector"]} if params.get("selector") else {}
+        path = f"/api/v1/namespaces/{ns}/pods"
+    elif step.probe == "kube.deployment":
+        query, path = {}, f"/apis/apps/v1/namespaces/{ns}/deployments/{params['name']}"
+    elif step.probe == "kube.events":
+        field = f"involvedObject.kind={params['kind']}"
+        if params.get("name"):
+            field += f",involvedObject.name={params['name']}"
+        query, path = {"fieldSelector": field}, f"/api/v1/namespaces/{ns}/events"
+    else:  # kube.nodes
+        query, path = {}, "/api/v1/nodes"
+    url = server + quote(path) + (f"?{urlencode(query)}" if query else "")
+    return f'curl -s -H "Authorization: Bearer $KUBE_TOKEN" {shlex.quote(url)}'
+
+
+def shell_script(results: list[StepResult], settings: Settings, server: str) -> str:
+    lines = ["set -u"]
+    for step in results:  # a command two steps share runs once, as a person would run it
+        if step.status == "skipped" or not step.equivalent:
+            continue
+        if step.probe.startswith("kube."):
+            lines.append(kube_curl(step, server, settings.kubernetes.namespace))
+            continue
+        lines.extend(step.equivalent.splitlines())
+    lines = list(dict.fromkeys(lines))
+    return "\n".join(f"{line} > /dev/null" for line in lines[1:]).join([lines[0] + "\n", "\n"])
+
+
+async def run_once(
+    settings: Settings, runbook: Any, alert: dict[str, Any], ctx: ProbeContext
+) -> tuple[float, list[StepResult]]:
+    started = time.perf_counter()
+    results = [
+        e
+        async for e in stream_checklist(settings, runbook, alert, ctx=ctx)
+        if isinstance(e, StepResult)
+    ]
+    return time.perf_counter() - started, results
+
+
+async def bench_checklist(
+    settings: Settings, alert_name: str, runs: int
+) -> tuple[float, list[float], list[float], list[StepResult]]:
+    runbook = load_checked(find_runbook(settings, alert_name), settings)
+    alert = alert_facts(alert_name, None)
+    async with ProbeContext(settings) as ctx:
+        cold, results = await run_once(settings, runbook, alert, ctx)
+        walls, slowest = [], []
+        for _ in range(runs):
+            wall, results = await run_once(settings, runbook, alert, ctx)
+            walls.append(wall)
+            slowest.append(max(r.duration_s for r in results))
+    return cold, walls, slowest, results
+
+
+def bench_shell(script: str, token: str, runs: int) -> list[float]:
+    bash = shutil.which("bash") or "/bin/bash"
+    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "KUBE_TOKEN": token}
+    walls = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([bash, "-c", script], env=env, check=False, capture_output=True)
+        walls.append(time.perf_counter() - started)
+    return walls
+
+
+def kubectl_start(runs: int) -> float | None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return None
+    walls = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([kubectl, "version", "--client"], capture_output=True, check=False)
+        walls.append(time.perf_counter() - started)
+    return statistics.median(walls)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("alerts", nargs="*", default=DEFAULT_ALERTS)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--dir", type=Path, help="a running drill (default: start one)")
+    args = parser.parse_args()
+    oncall = [sys.executable, "-m", "oncall"]
+    own = args.dir is None
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="bench-checklist-"))
+    if own:
+        subprocess.run([*oncall, "drill", "up", "--dir", str(directory)], check=True)
+        time.sleep(10)  # a few scrapes, so rates have data; bounded
+    try:
+        settings = load_settings(config=directory / "oncall.yaml").settings
+        server, token = kube_access(directory)
+        print(f"drill {directory}; {args.runs} runs each; medians")
+        print(f"{'runbook':24} {'cold':>6} {'wall':>6} {'slowest':>7} {'ratio':>5}"
+              f" {'shell':>6} {'cmds':>4} {'faster':>6}")  # fmt: skip
+        for name in args.alerts:
+            cold, walls, slowest, results = asyncio.run(bench_checklist(settings, name, args.runs))
+            script = shell_script(results, settings, server)
+            shell = bench_shell(script, token, args.runs)
+            wall, slow, sh = (statistics.median(x) for x in (walls, slowest, shell))
+            ratios = [w / s for w, s in zip(walls, slowest, strict=True)]
+            print(f"{name:24} {cold:6.3f} {wall:6.3f} {slow:7.3f} {statistics.median(ratios):5.2f}"
+                  f" {sh:6.3f} {script.count(chr(10)) - 1:4d} {sh / wall:5.1f}x")  # fmt: skip
+        start = kubectl_start(5)
+        if start is not None:
+            print(f"context: `kubectl version --client` alone takes {start:.3f} s here")
+    finally:
+        if own:
+            subprocess.run([*oncall, "drill", "down", "--dir", str(directory)], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""A backend that accepts connections and never answers costs its own steps, nothing more.
+
+`oncall check AIServiceUnavailable` against the drill, with one backend replaced by a silent
+listener (`--set`): that backend's steps are `unknown` with a reason by their timeout, the
+checklist ends within that timeout + 0.5 s, and every other step is judged normally.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cli_runner import run_oncall
+from tests.drill.stack.conftest import Drill
+from tests.harness.faults import silent_listener
+
+ALERT = "AIServiceUnavailable"
+HUNG_TIMEOUT_S = 3.0
+STEPS_OF = {
+    "redis": {"redis", "degradation_level"},
+    "vllm": {"vllm_health"},
+    "kubernetes": {"pods_ready"},
+}
+
+
+def check(drill: Drill, *overrides: str) -> dict[str, Any]:
+    sets = [arg for item in overrides for arg in ("--set", item)]
+    result = run_oncall(
+        "--config", str(drill.directory / "oncall.yaml"), *sets, "check", ALERT, "-o", "json",
+        timeout=60,
+    )  # fmt: skip
+    assert result.code in (0, 1, 3), result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def hung_kubeconfig(drill: Drill, port: int, tmp_path: Path) -> Path:
+    config = yaml.safe_load((drill.directory / "kubeconfig").read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = f"http://127.0.0.1:{port}"
+    path = tmp_path / "hung-kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize("backend", sorted(STEPS_OF))
+def test_a_hung_backend_makes_only_its_steps_unknown_within_its_timeout(
+    drill: Drill, backend: str, tmp_path: Path
+) -> None:
+    with silent_listener() as port:
+        overrides = {
+            "redis": [f"redis.url=redis://127.0.0.1:{port}/0", f"redis.timeout={HUNG_TIMEOUT_S}"],
+            "vllm": [f'vllm.urls=["http://127.0.0.1:{port}"]', f"vllm.timeout={HUNG_TIMEOUT_S}"],
+            "kubernetes": [
+                f"kubernetes.kubeconfig={hung_kubeconfig(drill, port, tmp_path)}",
+                f"kubernetes.timeout={HUNG_TIMEOUT_S}",
+            ],
+        }[backend]
+        report = check(drill, *overrides)
+    steps = {s["id"]: s for s in report["steps"]}
+    for step_id in STEPS_OF[backend]:
+        assert steps[step_id]["status"] == "unknown", steps[step_id]
+        assert "timeout" in steps[step_id]["reason"], steps[step_id]
+        assert steps[step_id]["duration_s"] >= HUNG_TIMEOUT_S - 0.05
+    others = {k: v for k, v in steps.items() if k not in STEPS_OF[backend]}
+    for step_id, step in others.items():
+        assert step["status"] != "unknown", (step_id, step)
+        assert step["status"] != "error", (step_id, step)
+    # The hung steps were the slowest; they bound the whole checklist.
+    assert report["checklist_s"] <= HUNG_TIMEOUT_S + 0.5, report["checklist_s"]
