@@ -69,6 +69,7 @@ class RedisClient:
     def __init__(self, url: str, *, timeout: float, password: str | None = None) -> None:
         self.timeout = timeout
         self.target = redacted_target(url)
+        self._resets = 0  # pool resets after timeouts, to explain the commands they cut
         self._redis: aioredis.Redis = aioredis.Redis.from_url(
             url,
             password=password,
@@ -92,26 +93,35 @@ class RedisClient:
 
     async def _call(self, command: Callable[[aioredis.Redis], Awaitable[T]]) -> T:
         """Run one command under the timeout, turning redis-py's exceptions into BackendError."""
+        resets = self._resets
         try:
             async with asyncio.timeout(self.timeout):
                 return await command(self._redis)
         except (TimeoutError, redis_errors.TimeoutError) as exc:
             # A half-done exchange leaves the connection unusable; start clean next time.
+            self._resets += 1
             await self._redis.connection_pool.disconnect()
             raise self._error("timeout", f"no answer within {self.timeout:g}s") from exc
         except redis_errors.AuthenticationError as exc:
             raise self._error("auth", str(exc)) from exc
-        except redis_errors.ConnectionError as exc:
-            text = str(exc)
-            if "refused" in text.lower() or "Error 111" in text:
-                raise self._error("refused", text) from exc
-            if "protocol" in text.lower():
-                raise self._error("bad payload", text) from exc
-            raise self._error("disconnected", text) from exc
+        except redis_errors.ConnectionError as exc:  # after AuthenticationError, its subclass
+            if self._resets != resets:
+                # Our own reset after another command timed out closed this one's connection:
+                # the server did not answer it either.
+                raise self._error("timeout", "no answer; connection reset after a timeout") from exc
+            raise self._connection_error(exc) from exc
         except redis_errors.ResponseError as exc:
             raise self._error("query error", str(exc)) from exc
         except (redis_errors.RedisError, UnicodeDecodeError, ValueError) as exc:
             raise self._error("bad payload", f"{type(exc).__name__}: {exc}") from exc
+
+    def _connection_error(self, exc: redis_errors.ConnectionError) -> BackendError:
+        text = str(exc)
+        if "refused" in text.lower() or "Error 111" in text:
+            return self._error("refused", text)
+        if "protocol" in text.lower():
+            return self._error("bad payload", text)
+        return self._error("disconnected", text)
 
     async def ping(self) -> float:
         """Round-trip time of one PING, in seconds."""

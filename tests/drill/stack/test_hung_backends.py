@@ -1,8 +1,9 @@
 """A backend that accepts connections and never answers costs its own steps, nothing more.
 
 `oncall check AIServiceUnavailable` against the drill, with one backend replaced by a silent
-listener (`--set`): that backend's steps are `unknown` with a reason by their timeout, the
-checklist ends within that timeout + 0.5 s, and every other step is judged normally.
+listener (`--set`, client timeout 3 s): that backend's steps are `unknown` with a timeout
+reason, each within its step timeout + 0.5 s, the checklist ends within that timeout + 0.5 s,
+and every other step is judged normally.
 """
 
 from __future__ import annotations
@@ -62,13 +63,15 @@ def test_a_hung_backend_makes_only_its_steps_unknown_within_its_timeout(
         }[backend]
         report = check(drill, *overrides)
     steps = {s["id"]: s for s in report["steps"]}
-    for step_id in STEPS_OF[backend]:
-        assert steps[step_id]["status"] == "unknown", steps[step_id]
-        assert "timeout" in steps[step_id]["reason"], steps[step_id]
-        assert steps[step_id]["duration_s"] >= HUNG_TIMEOUT_S - 0.05
+    hung = [steps[step_id] for step_id in STEPS_OF[backend]]
+    for step in hung:
+        assert step["status"] == "unknown", step
+        assert "timeout" in step["reason"], step
+        assert HUNG_TIMEOUT_S - 0.05 <= step["duration_s"] <= step["timeout_s"] + 0.5, step
     others = {k: v for k, v in steps.items() if k not in STEPS_OF[backend]}
     for step_id, step in others.items():
         assert step["status"] != "unknown", (step_id, step)
         assert step["status"] != "error", (step_id, step)
-    # The hung steps were the slowest; they bound the whole checklist.
-    assert report["checklist_s"] <= HUNG_TIMEOUT_S + 0.5, report["checklist_s"]
+    # The hung steps bound the whole checklist: it ends within their timeout + 0.5 s. (For
+    # Kubernetes the step's time also holds the client's first import, about 1.5 s here.)
+    assert report["checklist_s"] <= max(s["timeout_s"] for s in hung) + 0.5, report["checklist_s"]
