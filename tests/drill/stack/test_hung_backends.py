@@ -66,7 +66,8 @@ def test_a_hung_backend_makes_only_its_steps_unknown_within_its_timeout(
     hung = [steps[step_id] for step_id in STEPS_OF[backend]]
     for step in hung:
         assert step["status"] == "unknown", step
-        assert "timeout" in step["reason"], step
+        # The client's timeout ("timeout") or, when the first import ate into it, the step's.
+        assert "timeout" in step["reason"] or step["reason"].startswith("no answer"), step
         assert HUNG_TIMEOUT_S - 0.05 <= step["duration_s"] <= step["timeout_s"] + 0.5, step
     others = {k: v for k, v in steps.items() if k not in STEPS_OF[backend]}
     for step_id, step in others.items():

@@ -33,7 +33,7 @@ FINDINGS: dict[str, tuple[str, str | None]] = {
     "vector-search-slow": ("rag_still_on", "rag-off"),
     "prompt-rejections": ("policy_ratio", None),
     "redis-hit-rate-collapse": ("hit_rate", None),
-    "scrape-failure": ("jobs_down", None),
+    "scrape-failure": ("failed_scrapes", None),
 }
 
 
