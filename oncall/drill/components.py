@@ -32,6 +32,7 @@ class Ports:
     redis: int
     redis_exporter: int
     cluster_api: int
+    cluster_api_tls: int
     vllm_service: int
     kube_metrics: int
     gateway: int
@@ -75,6 +76,7 @@ def cluster_argv(ports: Ports, directory: Path, replicas: int) -> list[str]:
     return [
         *PY, "oncall.drill.cluster",
         "--api-port", str(ports.cluster_api),
+        "--api-tls-port", str(ports.cluster_api_tls),
         "--service-port", str(ports.vllm_service),
         "--metrics-port", str(ports.kube_metrics),
         "--gpu-port", str(ports.gpu),

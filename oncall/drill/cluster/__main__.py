@@ -26,6 +26,7 @@ from oncall.drill.gpu_sim.devices import Gpu
 from oncall.drill.gpu_sim.server import Exporter
 from oncall.drill.gpu_sim.server import build_app as gpu_exporter_app
 from oncall.drill.kube_sim import KubeSim, default_objects, serve, write_kubeconfig
+from oncall.drill.kube_sim.tls import make_certificate, server_context
 from oncall.drill.netutil import LOOPBACK
 
 NAMESPACE = "ai"
@@ -39,6 +40,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--metrics-port", type=int, required=True)
     parser.add_argument("--gpu-port", type=int, required=True, help="DCGM exporter of the node")
     parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument(
+        "--api-tls-port", type=int, help="also serve the API with TLS here (for kubectl)"
+    )
     parser.add_argument("--file-sd", type=Path, required=True, help="vLLM pod targets file")
     parser.add_argument("--log-dir", type=Path, required=True)
     parser.add_argument("--replicas", type=int, default=2)
@@ -84,7 +88,11 @@ async def amain(args: argparse.Namespace) -> int:
 
     hook.on_exit = restart_exited
     write_file_sd(args.file_sd, [])
-    runners = [await serve(sim, args.api_port)]
+    tls = None
+    certificate = make_certificate(args.kubeconfig.parent / "tls") if args.api_tls_port else None
+    if args.api_tls_port and certificate is not None:
+        tls = (args.api_tls_port, server_context(*certificate))
+    runners = [await serve(sim, args.api_port, tls=tls)]
     runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
     runners.append(await _site(metrics_app(sim, NAMESPACE), args.metrics_port))
     # Both GPUs read the vLLM state through the Service: pods come and go (rebuilds,
@@ -92,7 +100,12 @@ async def amain(args: argparse.Namespace) -> int:
     service_url = f"http://{LOOPBACK}:{args.service_port}"
     gpus = [Gpu(str(i), "gpu-node-1", service_url) for i in range(2)]
     runners.append(await _site(gpu_exporter_app(Exporter(gpus)), args.gpu_port))
-    write_kubeconfig(args.kubeconfig, args.api_port, sim.users, namespace=NAMESPACE)
+    if tls is not None and certificate is not None:  # the app and kubectl use HTTPS
+        write_kubeconfig(
+            args.kubeconfig, tls[0], sim.users, ca_file=certificate[0], namespace=NAMESPACE
+        )
+    else:
+        write_kubeconfig(args.kubeconfig, args.api_port, sim.users, namespace=NAMESPACE)
     print(f"cluster: api :{args.api_port} service :{args.service_port}", file=sys.stderr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,16 @@ def kubeconfig(
     cluster: str = CLUSTER,
     operator_context: str = OPERATOR_CONTEXT,
     read_only_context: str = READ_ONLY_CONTEXT,
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
-    """The kubeconfig document: the operator context is current, the read-only one is next to it."""
+    """The kubeconfig document: the operator context is current, the read-only one is next to it.
+
+    With `ca_file` (the simulator's self-signed certificate) the server is https on `port`.
+    """
+    server: dict[str, Any] = {"server": f"http://{LOOPBACK}:{port}"}
+    if ca_file is not None:
+        data = base64.b64encode(ca_file.read_bytes()).decode("ascii")
+        server = {"server": f"https://{LOOPBACK}:{port}", "certificate-authority-data": data}
     contexts = (
         (operator_context, "operator", users.operator),
         (read_only_context, "read-only", users.read_only),
@@ -34,7 +43,7 @@ def kubeconfig(
         "apiVersion": "v1",
         "kind": "Config",
         "preferences": {},
-        "clusters": [{"name": cluster, "cluster": {"server": f"http://{LOOPBACK}:{port}"}}],
+        "clusters": [{"name": cluster, "cluster": server}],
         "users": [
             {"name": f"{cluster}-{label}", "user": {"token": user.token}}
             for _, label, user in contexts
@@ -54,10 +63,12 @@ def kubeconfig(
     }
 
 
-def write_kubeconfig(path: Path, port: int, users: Users, **options: str) -> Path:
+def write_kubeconfig(
+    path: Path, port: int, users: Users, *, ca_file: Path | None = None, **options: str
+) -> Path:
     """Write the kubeconfig (mode 0600: it holds bearer tokens) and return its path."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(kubeconfig(port, users, **options), sort_keys=False)
+    text = yaml.safe_dump(kubeconfig(port, users, ca_file=ca_file, **options), sort_keys=False)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ssl
 import sys
 import threading
 import traceback
@@ -22,12 +23,17 @@ T = TypeVar("T")
 SHUTDOWN_TIMEOUT_S = 3.0
 
 
-async def serve(sim: KubeSim, port: int, host: str = LOOPBACK) -> web.AppRunner:
-    """Serve sim on host:port in the running loop; `await runner.cleanup()` stops it."""
+async def serve(
+    sim: KubeSim, port: int, host: str = LOOPBACK, *, tls: tuple[int, ssl.SSLContext] | None = None
+) -> web.AppRunner:
+    """Serve sim on host:port in the running loop (and with TLS on `tls`'s port when given);
+    `await runner.cleanup()` stops it."""
     runner = web.AppRunner(create_app(sim), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
+        if tls is not None:
+            await web.TCPSite(runner, host, tls[0], ssl_context=tls[1]).start()
     except BaseException:
         await runner.cleanup()
         raise
