@@ -1,0 +1,407 @@
+"""The append-only, hash-chained audit log on disk: append, read back, verify.
+
+One JSON record per line (`records.py`), fsynced before `append` returns. A sidecar
+`PATH.head` file holds the last seq and hash, rewritten atomically after each append, so
+cutting records off the end is detected too. Appends from several processes on one host are
+serialised by an exclusive `flock` on `PATH.lock`. Copies to a Redis Stream or a Kubernetes
+Event are mirrors injected by the caller; a mirror that fails never loses the local record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oncall.audit.records import (
+    GENESIS,
+    AuditError,
+    Record,
+    build_record,
+    check_fields,
+    incomplete_text,
+    line_of,
+    record_hash,
+    redact,
+    track_started,
+)
+
+log = logging.getLogger(__name__)
+
+Mirror = Callable[[Record], object]
+
+_NOT_JSON = "not JSON — truncated or edited"
+_REQUIRED = {"seq": int, "hash": str, "prev": str}
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One physical line of the log: its number, its bytes, and the record or the problem."""
+
+    number: int
+    raw: bytes
+    record: Record | None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Head:
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What `verify` found: the first break in the chain, and actions left without an outcome."""
+
+    ok: bool
+    count: int
+    problems: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(repr(key))
+        out[key] = value
+    return out
+
+
+def _parse(number: int, raw: bytes) -> LogLine:
+    body = raw.rstrip(b"\n")
+    if not body.strip():
+        return LogLine(number, raw, None, "empty line — edited")
+    try:
+        value = json.loads(body, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        # Parsers keep the last of two equal keys and the hash would match, while a person
+        # reading the line may see the first: the line was edited.
+        return LogLine(number, raw, None, f"key {exc} appears twice — edited")
+    except ValueError:  # UnicodeDecodeError included
+        return LogLine(number, raw, None, _NOT_JSON)
+    if not isinstance(value, dict):
+        return LogLine(number, raw, None, _NOT_JSON)
+    for name, kind in _REQUIRED.items():
+        item = value.get(name)
+        if not isinstance(item, kind) or isinstance(item, bool):
+            return LogLine(number, raw, value, f"not an audit record (no valid {name}) — edited")
+    return LogLine(number, raw, value)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dirs(path: Path) -> None:
+    """Create path and any missing parents, each 0o700 (mkdir(parents=True) ignores mode)."""
+    missing: list[Path] = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+
+
+def _last_line(fd: int) -> tuple[bytes, bool]:
+    """The last non-empty line of an open file, and whether the file ends with a newline."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return b"", True
+    chunk = 8192
+    data = b""
+    pos = size
+    while pos > 0:
+        step = min(chunk, pos)
+        pos -= step
+        data = os.pread(fd, step, pos) + data
+        if data.rstrip(b"\n").count(b"\n") >= 1:
+            break
+    ends_with_newline = data.endswith(b"\n")
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    return (lines[-1] if lines else b""), ends_with_newline
+
+
+class AuditLog:
+    """The audit log at `path`; secrets given here never reach the file or a mirror."""
+
+    def __init__(
+        self, path: Path | str, *, secrets: Iterable[str] = (), mirrors: Sequence[Mirror] = ()
+    ) -> None:
+        self.path = Path(path).expanduser()
+        self.head_path = self.path.with_name(self.path.name + ".head")
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.secrets = [s for s in secrets if s]
+        self.mirrors = list(mirrors)
+        self.mirror_errors: list[str] = []
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, **fields: Any) -> Record:
+        """Write one record (fsynced, head updated), then hand a copy to each mirror."""
+        check_fields(fields)  # a malformed record creates no file at all
+        try:
+            record = self._append_locked(fields)
+        except OSError as exc:
+            raise AuditError(f"cannot write the audit log {self.path}: {exc}") from exc
+        for mirror in self.mirrors:
+            try:
+                mirror(copy.deepcopy(record))
+            except Exception as exc:  # a failing mirror must never lose the local record
+                name = getattr(mirror, "__name__", type(mirror).__name__)
+                text = redact(f"{name}: {type(exc).__name__}: {exc}", self.secrets)
+                self.mirror_errors.append(f"record {record['seq']}: {text}")
+                log.warning("audit mirror failed for record %s: %s", record["seq"], text)
+        return record
+
+    def _append_locked(self, fields: dict[str, Any]) -> Record:
+        _make_dirs(self.path.parent)
+        lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            created = not self.path.exists()
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                last, ends_with_newline = _last_line(fd)
+                head = self._current_head(last)
+                record = build_record(
+                    fields,
+                    seq=head.seq + 1 if head else 1,
+                    prev=head.hash if head else GENESIS,
+                    secrets=self.secrets,
+                )
+                data = line_of(record)
+                if not ends_with_newline:
+                    # A write torn by a crash: keep its fragment on its own line, where
+                    # verify reports it, rather than gluing this record onto it.
+                    data = b"\n" + data
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created:
+                _fsync_dir(self.path.parent)
+            self._write_head(Head(record["seq"], record["hash"]))
+            return record
+        finally:
+            os.close(lock_fd)  # releases the flock
+
+    def _current_head(self, last_line: bytes) -> Head | None:
+        """The chain head: the head file, unless the log's last record is newer.
+
+        The log is newer after a crash between writing a record and rewriting the head; the
+        head file is newer when records were cut off the end (verify reports that).
+        """
+        try:
+            head = self.read_head()
+        except AuditError as exc:  # verify reports it; appending must not stop because of it
+            log.warning("%s; continuing from the log's last record", exc)
+            head = None
+        tail = _parse(0, last_line) if last_line else None
+        if tail is not None and (tail.problem is not None or tail.record is None) and head is None:
+            # No head file and a torn last line: the last good record anywhere is the head,
+            # so the chain goes on instead of restarting at seq 1.
+            good = [line.record for line in self.lines() if line.problem is None and line.record]
+            tail = _parse(0, line_of(good[-1])) if good else None
+        if tail is not None and tail.problem is None and tail.record is not None:
+            seq, digest = tail.record["seq"], tail.record["hash"]
+            if head is None or seq > head.seq:
+                return Head(seq, digest)
+        return head
+
+    def _write_head(self, head: Head) -> None:
+        tmp = self.head_path.with_name(self.head_path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps({"seq": head.seq, "hash": head.hash}).encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        tmp.replace(self.head_path)
+        _fsync_dir(self.head_path.parent)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_head(self) -> Head | None:
+        """The head file's seq and hash; None when there is none. AuditError when unreadable."""
+        try:
+            text = self.head_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise AuditError(f"cannot read {self.head_path}: {exc}") from exc
+        try:
+            value = json.loads(text)
+            seq, digest = value["seq"], value["hash"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise AuditError(f"{self.head_path}: not a head file ({exc}) — edited") from exc
+        if not isinstance(seq, int) or not isinstance(digest, str):
+            raise AuditError(f"{self.head_path}: not a head file — edited")
+        return Head(seq, digest)
+
+    def lines(self) -> Iterator[LogLine]:
+        """Every line of the log, numbered from 1, parsed; nothing is skipped."""
+        try:
+            handle = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise AuditError(f"cannot read the audit log {self.path}: {exc}") from exc
+        with handle:
+            # Binary iteration splits on b"\n" only; U+2028 inside a string stays in its line.
+            for number, raw in enumerate(handle, start=1):
+                yield _parse(number, raw)
+
+    def records(self) -> Iterator[Record]:
+        """Every record, for listing; a bad line comes as {"line": N, "problem": "…"}."""
+        for line in self.lines():
+            if line.problem is not None:
+                yield {"line": line.number, "problem": line.problem}
+            elif line.record is not None:
+                yield line.record
+
+    # -- verifying -------------------------------------------------------------------------
+
+    def verify(self) -> VerifyReport:
+        """Check the whole chain and the head file; list actions started without an outcome."""
+        with self._shared_lock():
+            return self._verify()
+
+    @contextlib.contextmanager
+    def _shared_lock(self) -> Iterator[None]:
+        """Hold appends off while reading head and log, so they are judged as one snapshot.
+
+        A reviewer may have no write access: without a lock file there is nothing to wait for.
+        """
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
+
+    def _verify(self) -> VerifyReport:
+        problems: list[str] = []
+        last: Record | None = None
+        last_line = 0
+        broken = False
+        count = 0
+        started: dict[str, Record] = {}
+        head_problem: str | None = None
+        try:
+            head = self.read_head()
+        except AuditError as exc:
+            head, head_problem = None, str(exc)
+        head_hash_at_seq: str | None = None
+
+        for line in self.lines():
+            record = line.record
+            if record is not None and line.problem is None:
+                count += 1
+                track_started(started, record)
+            if broken:
+                continue
+            problem = _judge(line, last, last_line)
+            if problem is not None:
+                problems.append(problem)
+                broken = True
+                continue
+            assert record is not None
+            last, last_line = record, line.number
+            if head is not None and record["seq"] == head.seq:
+                head_hash_at_seq = record["hash"]
+
+        if not broken:
+            problems.extend(self._judge_head(head, head_problem, last, head_hash_at_seq))
+        incomplete = [incomplete_text(action_id, rec) for action_id, rec in started.items()]
+        return VerifyReport(ok=not problems, count=count, problems=problems, incomplete=incomplete)
+
+    def _judge_head(
+        self, head: Head | None, head_problem: str | None, last: Record | None, at_seq: str | None
+    ) -> list[str]:
+        if head_problem is not None:
+            return [head_problem]
+        if head is None:
+            if last is None:
+                return []
+            return [
+                f"the head file {self.head_path} is missing — "
+                "truncation from the end cannot be ruled out"
+            ]
+        if last is None:
+            return [f"the log is empty but the head file says {head.seq} — records were removed"]
+        end = last["seq"]
+        if end < head.seq:
+            return [
+                f"the log ends at record {end} but the head file says {head.seq} — "
+                "records were truncated from the end"
+            ]
+        if at_seq is not None and at_seq != head.hash:
+            return [
+                f"record {head.seq}'s hash does not match the head file — "
+                "it was rewritten, or the head file was"
+            ]
+        if end > head.seq + 1:
+            # One record past the head is a crash between the append and the head's rewrite.
+            return [
+                f"the log goes on to record {end} but the head file says {head.seq} — "
+                "the head file is stale or was replaced"
+            ]
+        return []
+
+
+def _judge(line: LogLine, last: Record | None, last_line: int) -> str | None:
+    """The problem with this line given the last good record, or None when it chains on."""
+    if line.problem is not None or line.record is None:
+        return f"line {line.number}: {line.problem}"
+    record = line.record
+    seq = record["seq"]
+    where = f"record {seq} (line {line.number})"
+    if record_hash(record) != record["hash"]:
+        return f"{where}: hash does not match its content — edited"
+    if last is None:
+        if record["prev"] != GENESIS:
+            return (
+                f"{where}: the first record does not start the chain (prev is not "
+                f"{GENESIS[:8]}…) — records were deleted from the start"
+            )
+        if seq != 1:
+            return f"{where}: the first record's seq is {seq}, not 1 — records were deleted"
+        return None
+    expected = last["seq"] + 1
+    if record["prev"] != last["hash"]:
+        if seq == expected:
+            return (
+                f"{where}: prev does not match record {last['seq']}'s hash (line {last_line}) — "
+                f"record {last['seq']} was rewritten or replaced"
+            )
+        return (
+            f"{where}: prev does not match record {last['seq']}'s hash — "
+            "a record was deleted or reordered before it"
+        )
+    if seq != expected:
+        return f"{where}: seq jumps from {last['seq']} to {seq}"
+    return None

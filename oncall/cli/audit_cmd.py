@@ -1,0 +1,231 @@
+"""`oncall audit list|show|verify|export` — for audit reviewers; reads `audit.path` only.
+
+- `list [--since DUR|TIME] [--actor X] [--action A] [--target T] [-o table|json]`
+- `show ID`: one record by id or seq, as indented JSON; exit 2 when there is none.
+- `verify`: "OK: N records, chain intact", or the first break in the chain; actions started
+  without an outcome as "INCOMPLETE: …". Exit 1 on any problem or incomplete action.
+- `export [-o jsonl|csv]` (same filters as list): JSONL is the log's lines verbatim.
+
+Secrets in the settings are masked in everything printed, even in a line written by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from oncall.errors import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
+
+if TYPE_CHECKING:
+    from oncall.audit.log import AuditLog, LogLine
+    from oncall.audit.query import Filter
+
+ACTIONS = ("rebuild-pod", "set-degradation-level", "set-max-num-seqs")
+TABLE_WIDTHS = {"TARGET": 40, "ALERT": 28, "OUTCOME": 40}
+
+
+def register(commands: Any, global_options: Callable[..., None]) -> None:
+    audit = commands.add_parser("audit", help="list, show, verify and export the audit log")
+    sub = audit.add_subparsers(dest="audit_command", metavar="SUBCOMMAND")
+
+    listing = sub.add_parser("list", help="the records, oldest first (filters combine)")
+    _filters(listing)
+    listing.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    listing.set_defaults(handler=run_list)
+
+    show = sub.add_parser("show", help="one record as JSON, by id or seq (exit 2 if none)")
+    show.add_argument("record_id", metavar="ID", help="record id (000007-3f9a1c2e) or seq (7)")
+    show.set_defaults(handler=run_show)
+
+    verify = sub.add_parser(
+        "verify", help="prove the log was not edited, cut or reordered (exit 1 if it was)"
+    )
+    verify.set_defaults(handler=run_verify)
+
+    export = sub.add_parser("export", help="the records as JSONL (verbatim lines) or CSV")
+    _filters(export)
+    export.add_argument("-o", "--output", choices=("jsonl", "csv"), default="jsonl")
+    export.set_defaults(handler=run_export)
+
+    for parser in (listing, show, verify, export):
+        global_options(parser, suppress=True)
+
+    def usage(_args: argparse.Namespace) -> int:
+        audit.print_usage(sys.stderr)
+        return EXIT_USAGE
+
+    audit.set_defaults(handler=usage)
+
+
+def _filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--since", metavar="DUR|TIME", help="e.g. 1h, 2d or 2025-06-01T12:00Z")
+    parser.add_argument("--actor", metavar="USER", help="user name contains this")
+    parser.add_argument("--action", choices=ACTIONS, help="this remediation only")
+    parser.add_argument("--target", metavar="NAME", help="target name contains this")
+
+
+def _open_log(args: argparse.Namespace) -> AuditLog:
+    # oncall uses no pydantic plugins; discovering them slows every headless command's start.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from oncall.audit.log import AuditLog
+    from oncall.audit.records import secrets_of
+    from oncall.cli.config_cmd import load_from_args
+
+    settings = load_from_args(args).settings
+    return AuditLog(settings.audit.path.expanduser(), secrets=secrets_of(settings))
+
+
+def _filter(args: argparse.Namespace) -> Filter:
+    from oncall.audit.query import Filter, parse_since
+
+    since = parse_since(args.since) if args.since else None
+    return Filter(since=since, actor=args.actor, action=args.action, target=args.target)
+
+
+def _selected(log: AuditLog, args: argparse.Namespace) -> list[LogLine]:
+    from oncall.audit.query import select
+
+    flt = _filter(args)
+    if not log.path.exists():
+        print(f"oncall: no audit log at {log.path} yet", file=sys.stderr)
+        return []
+    lines = list(select(log.lines(), flt))
+    bad = [line for line in lines if line.problem is not None]
+    for line in bad:
+        print(f"oncall: {log.path}: line {line.number}: {line.problem}", file=sys.stderr)
+    if bad:
+        print("oncall: run `oncall audit verify` to check the whole chain", file=sys.stderr)
+    return lines
+
+
+def _cell(text: str, width: int | None) -> str:
+    text = " ".join(text.split())
+    if width is not None and len(text) > width:
+        return text[: width - 1] + "…"
+    return text
+
+
+def render_table(lines: list[LogLine]) -> str:
+    from oncall.audit.query import alert_text, target_text, text_of
+
+    header = ("SEQ", "TIME (UTC)", "USER", "TRANSITION", "ACTION", "TARGET", "ALERT", "OUTCOME")
+    rows: list[tuple[str, ...]] = [header]
+    for line in lines:
+        record = line.record
+        if line.problem is not None or record is None:
+            # Untruncated, in the last column, so it does not widen the others.
+            rows.append(("-", "", "", "", "", "", "", f"line {line.number}: {line.problem}"))
+            continue
+        actor = record.get("actor")
+        user = actor.get("user") if isinstance(actor, dict) else None
+        guard = record.get("guard")
+        outcome = text_of(record.get("outcome")) or (f"guard: {guard}" if guard else "")
+        cells = (
+            str(record.get("seq")),
+            str(record.get("ts", ""))[:19].replace("T", " "),
+            text_of(user),
+            text_of(record.get("transition")),
+            text_of(record.get("action")),
+            target_text(record.get("target")),
+            alert_text(record.get("alert")),
+            outcome,
+        )
+        rows.append(
+            tuple(_cell(c, TABLE_WIDTHS.get(h)) for c, h in zip(cells, header, strict=True))
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    text = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join(text) + "\n"
+
+
+def _public(log: AuditLog, value: Any) -> Any:
+    from oncall.audit.records import redact
+
+    return redact(value, log.secrets)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    log = _open_log(args)
+    lines = _selected(log, args)
+    if args.output == "json":
+        body = [
+            line.record if line.problem is None and line.record is not None
+            else {"line": line.number, "problem": line.problem}
+            for line in lines
+        ]  # fmt: skip
+        print(json.dumps(_public(log, body), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(render_table(_public_lines(log, lines)))
+    return EXIT_OK
+
+
+def _public_lines(log: AuditLog, lines: list[LogLine]) -> list[LogLine]:
+    from dataclasses import replace
+
+    return [
+        replace(line, record=_public(log, line.record)) if line.record is not None else line
+        for line in lines
+    ]
+
+
+def run_show(args: argparse.Namespace) -> int:
+    log = _open_log(args)
+    wanted = args.record_id.strip()
+    seq = int(wanted) if wanted.isdigit() else None
+    for line in log.lines():
+        record = line.record
+        if line.problem is not None or record is None:
+            continue
+        if record.get("id") == wanted or (seq is not None and record.get("seq") == seq):
+            print(json.dumps(_public(log, record), indent=2, ensure_ascii=False))
+            return EXIT_OK
+    raise UsageError(f"no audit record with id or seq {wanted!r} in {log.path}")
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    log = _open_log(args)
+    if not log.path.exists() and not log.head_path.exists():
+        print(f"oncall: no audit log at {log.path} yet", file=sys.stderr)
+    report = log.verify()
+    count = f"{report.count} record{'s' if report.count != 1 else ''}"
+    if report.ok:
+        print(f"OK: {count}, chain intact")
+    else:
+        for problem in report.problems:
+            print(_public(log, problem))
+    for item in report.incomplete:
+        print(f"INCOMPLETE: {_public(log, item)}")
+    if not report.ok:
+        print(f"FAILED: {count} read from {log.path}; the chain is broken", file=sys.stderr)
+    return EXIT_OK if report.ok and not report.incomplete else EXIT_FOUND
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from oncall.audit.query import mask_text, to_csv
+
+    log = _open_log(args)
+    lines = _selected(log, args)
+    if args.output == "csv":
+        records = [line.record for line in lines if line.problem is None and line.record]
+        sys.stdout.write(to_csv(_public(log, records)))
+        return EXIT_OK
+    out = sys.stdout.buffer
+    for line in lines:
+        raw = line.raw if line.raw.endswith(b"\n") else line.raw + b"\n"
+        text, masked = mask_text(raw.decode("utf-8", "replace"), log.secrets)
+        if masked:
+            print(
+                f"oncall: line {line.number} holds a configured secret; masked in this export "
+                "(that line no longer matches its hash)",
+                file=sys.stderr,
+            )
+            raw = text.encode("utf-8")
+        out.write(raw)
+    out.flush()
+    return EXIT_OK
