@@ -22,6 +22,9 @@ Failures are `BackendError("kubernetes", target, reason)` with reason "refused",
 "unreachable", "disconnected", "tls", "config", "bad payload", "not found" (a Status
 NotFound) or "http <code>" (a 403 carries the server's message naming the verb and resource).
 The target reads "CONTEXT (https://SERVER)".
+
+`rollout_status_of` (`kubectl rollout status`'s rule) and `pod_ready` are pure readings of that
+JSON; the writer (`oncall.backends.kube_write`) waits on them.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ import asyncio
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from oncall.errors import BackendError
 from oncall.settings.model import KubernetesSettings
@@ -70,6 +74,59 @@ def _status_message(body: str | None) -> tuple[str | None, str]:
     return status.get("reason"), str(status.get("message") or "")
 
 
+@dataclass(frozen=True)
+class RolloutStatus:
+    """Where a Deployment's rollout stands, by the rule of `kubectl rollout status`."""
+
+    done: bool
+    message: str
+    failed: bool = False  # Progressing=False with ProgressDeadlineExceeded: it will not finish
+    generation: int = 0
+    observed_generation: int = 0
+    replicas: int = 0  # wanted (spec)
+    updated: int = 0
+    available: int = 0
+    total: int = 0  # status.replicas: old and new pods that still run
+
+
+def rollout_status_of(deployment: Obj) -> RolloutStatus:
+    """Port of kubectl's DeploymentStatusViewer (pkg/polymorphichelpers/rollout_status.go)."""
+    meta, spec = deployment.get("metadata") or {}, deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    name = meta.get("name", "?")
+    want, total = int(spec.get("replicas", 1)), int(status.get("replicas") or 0)
+    updated, available = (int(status.get(k) or 0) for k in ("updatedReplicas", "availableReplicas"))
+    generation, observed = (
+        int(meta.get("generation") or 0),
+        int(status.get("observedGeneration") or 0),
+    )
+
+    def result(done: bool, message: str, failed: bool = False) -> RolloutStatus:
+        counts = (generation, observed, want, updated, available, total)
+        return RolloutStatus(done, message, failed, *counts)
+
+    if generation > observed:
+        return result(False, "Waiting for deployment spec update to be observed")
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
+            return result(False, f'deployment "{name}" exceeded its progress deadline', True)
+    if updated < want:
+        return result(False, f"{updated} out of {want} new replicas have been updated")
+    if total > updated:
+        return result(False, f"{total - updated} old replicas are pending termination")
+    if available < updated:
+        return result(False, f"{available} of {updated} updated replicas are available")
+    return result(True, f'deployment "{name}" successfully rolled out')
+
+
+def pod_ready(pod: Obj) -> bool:
+    """Ready condition True and not terminating."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 class KubeReader:
     """One ApiClient for one cluster context; every method is a bounded, read-only GET."""
 
@@ -83,12 +140,12 @@ class KubeReader:
         self._apps = client.AppsV1Api(api_client)
 
     @classmethod
-    async def open(cls, settings: KubernetesSettings) -> KubeReader:
+    async def open(cls, settings: KubernetesSettings) -> Self:
         """Load the kubeconfig (or in-cluster config) off the event loop and make a reader."""
         return await asyncio.to_thread(cls._open_blocking, settings)
 
     @classmethod
-    def _open_blocking(cls, settings: KubernetesSettings) -> KubeReader:
+    def _open_blocking(cls, settings: KubernetesSettings) -> Self:
         # The import is deferred to here (~2 s with the API classes, backends.md §2.1).
         from kubernetes import client
         from kubernetes import config as untyped_config
@@ -130,8 +187,8 @@ class KubeReader:
     def _error(self, reason: str, detail: str = "") -> BackendError:
         return BackendError(BACKEND, self.target, reason, detail)
 
-    async def _get(self, request: Callable[..., Any], *args: Any, **query: Any) -> Obj:
-        """One API GET in a worker thread; the decoded JSON body."""
+    async def _call(self, request: Callable[..., Any], *args: Any, **query: Any) -> Obj:
+        """One API request in a worker thread; the decoded JSON body."""
 
         def work() -> Obj:
             try:
@@ -190,7 +247,7 @@ class KubeReader:
         return exc  # a bug of ours (say, a parameter the client rejects): not the server's fault
 
     async def _list(self, request: Callable[..., Any], *args: Any, **query: Any) -> list[Obj]:
-        body = await self._get(request, *args, **query)
+        body = await self._call(request, *args, **query)
         items = body.get("items")
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise self._error("bad payload", f"{body.get('kind') or 'list'} without items")
@@ -212,7 +269,7 @@ class KubeReader:
 
     async def get_pod(self, namespace: str, name: str) -> Obj:
         """`kubectl get pod NAME -n NS -o json`; "not found" when there is none."""
-        return await self._get(self._core.read_namespaced_pod, name, namespace)
+        return await self._call(self._core.read_namespaced_pod, name, namespace)
 
     async def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None
@@ -238,7 +295,7 @@ class KubeReader:
 
     async def get_deployment(self, namespace: str, name: str) -> Obj:
         """`kubectl get deployment NAME -n NS -o json`; "not found" when there is none."""
-        return await self._get(self._apps.read_namespaced_deployment, name, namespace)
+        return await self._call(self._apps.read_namespaced_deployment, name, namespace)
 
     async def list_nodes(self, label_selector: str | None = None) -> list[Obj]:
         """`kubectl get nodes [-l SEL] -o json` → the items."""

@@ -1,0 +1,412 @@
+"""Kubernetes, mutating: delete a pod, patch a Deployment, take a Lease, write an Event.
+
+Only the remediation layer may import this module (an import-linter contract); nothing here asks
+for confirmation or writes audit records, the remediation executor does both before it calls in.
+kubectl equivalents: `kubectl delete pod NAME --dry-run=server` (plus a UID precondition kubectl
+has no flag for), `kubectl patch deployment NAME --type=json -p '[…]'`, `kubectl rollout status
+deployment NAME`, `kubectl create -f event.yaml`, `kubectl auth can-i VERB RESOURCE`.
+
+`KubeWriter` is a `KubeReader` (same kubeconfig loading, lazy import of `kubernetes`, calls in
+threads with `_request_timeout`, urllib3 retries off, JSON bodies as dicts) that can also write.
+A write is sent once: a retried DELETE or PATCH could act on an object the operator never saw.
+
+Failures are `BackendError("kubernetes", target, reason, detail)` with the reader's reasons, plus
+"forbidden" (403; the detail names user, verb, resource and namespace), "conflict" (409: a UID or
+resourceVersion precondition failed, the object exists, or it changed under us), "invalid" (422:
+a JSON-patch `test` failed or the object does not validate). A write that times out says so and
+that it may still have been applied: read the object back before trying again.
+
+Waiting (`wait_rollout`, `wait_pod_replaced`) polls, bounded in count and time: a blocking watch
+would hold a thread that cannot be cancelled before its read timeout (backends.md §2.3 (g)).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import re
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from oncall.backends.kube import (
+    CLUSTER_SCOPED_KINDS,
+    KubeReader,
+    Obj,
+    RolloutStatus,
+    _status_message,
+    pod_ready,
+    rollout_status_of,
+)
+from oncall.errors import BackendError
+
+FIELD_MANAGER = "oncall"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+#: Default pause between two reads while waiting (kubectl polls rollouts every 1–2 s).
+POLL_INTERVAL_S = 1.0
+_FORBIDDEN = re.compile(
+    r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]*)"'
+    r'(?: in API group "(?P<group>[^"]*)")?'
+    r'(?: in the namespace "(?P<namespace>[^"]*)"| (?P<cluster>at the cluster scope))?'
+)
+_PATCH_TEST_HINT = "a `test` op did not match: the Deployment changed since it was read"
+
+
+@dataclass(frozen=True)
+class LeaseResult:
+    """The outcome of `acquire_lease`: ours now, or who holds it and since when."""
+
+    acquired: bool
+    holder: str | None
+    since: datetime | None  # the holder's acquireTime
+    expires: datetime | None  # renewTime + leaseDurationSeconds, by our clock
+    previous_holder: str | None = None  # whose expired lease we took over
+    detail: str = ""
+
+
+def forbidden_detail(message: str) -> str:
+    """`user "U" cannot VERB resource "RES[.GROUP]" in namespace "NS"` from a 403's message."""
+    found = _FORBIDDEN.search(message)
+    if found is None:
+        return message
+    resource = found["resource"] + (f".{found['group']}" if found["group"] else "")
+    where = f' in namespace "{found["namespace"]}"' if found["namespace"] is not None else ""
+    where = " at the cluster scope" if found["cluster"] else where
+    return f'user "{found["user"]}" cannot {found["verb"]} resource "{resource}"{where}'
+
+
+async def _poll(step: Callable[[], Awaitable[bool]], within: float, interval: float) -> None:
+    """Await step until it says done: at most ceil(within / interval) + 1 times, `within` s."""
+    deadline = time.monotonic() + within
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            for _ in range(math.ceil(within / interval) + 1):
+                if await step():
+                    return
+                await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
+def _now() -> datetime:
+    # MicroTime needs six fractional digits; isoformat() drops them when microsecond == 0.
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond or 1)
+
+
+def _micro_time(value: Any) -> datetime | None:
+    """A Lease's MicroTime (text or datetime) as an aware datetime; None when absent."""
+    try:
+        parsed = value if isinstance(value, datetime) else datetime.fromisoformat(str(value or ""))
+    except ValueError:
+        return None
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return parsed.replace(microsecond=parsed.microsecond or 1)
+
+
+class KubeWriter(KubeReader):
+    """A KubeReader that may also change the cluster; every call bounded, none retried."""
+
+    def __init__(self, api_client: Any, *, timeout: float, target: str) -> None:
+        from kubernetes import client  # already imported by `open`
+
+        super().__init__(api_client, timeout=timeout, target=target)
+        self._coord = client.CoordinationV1Api(api_client)
+        self._authz = client.AuthorizationV1Api(api_client)
+
+    def _translate(self, exc: Exception) -> Exception:
+        from kubernetes.client.exceptions import ApiException
+
+        if isinstance(exc, ApiException) and exc.status in (403, 409, 422):
+            _, message = _status_message(exc.body)
+            message = message or str(exc.reason or "")
+            if exc.status == 403:
+                return self._error("forbidden", forbidden_detail(message))
+            return self._error("conflict" if exc.status == 409 else "invalid", message)
+        return super()._translate(exc)
+
+    async def _write(self, request: Callable[..., Any], *args: Any, **query: Any) -> Obj:
+        """One mutating request; a timeout says the change may have landed."""
+        try:
+            return await self._call(request, *args, **query)
+        except BackendError as exc:
+            if exc.reason != "timeout":
+                raise
+            detail = f"{exc.detail}; the change may have been applied: read it back"
+            raise self._error("timeout", detail) from exc
+
+    # -- pods and deployments ---------------------------------------------------------------
+
+    async def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str,
+        dry_run: bool,
+        resource_version: str | None = None,
+        grace_period_s: int | None = None,
+    ) -> Obj:
+        """Delete exactly this pod (UID precondition; resourceVersion too when given).
+
+        `kubectl delete pod NAME -n NS [--dry-run=server]`; answers the Pod (graceful delete).
+        "conflict" when the pod under that name is another one (or changed, with a version).
+        """
+        from kubernetes import client
+
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version),
+            propagation_policy="Background",
+            grace_period_seconds=grace_period_s,
+        )
+        return await self._write(
+            self._core.delete_namespaced_pod,
+            name,
+            namespace,
+            body=options,
+            dry_run="All" if dry_run else None,
+        )
+
+    async def patch_deployment_json(
+        self, namespace: str, name: str, ops: list[dict[str, Any]], *, dry_run: bool
+    ) -> Obj:
+        """`kubectl patch deployment NAME --type=json -p OPS [--dry-run=server]`; the result.
+
+        RFC 6902 is atomic: when a `test` op fails the server changes nothing ("invalid").
+        """
+        try:
+            return await self._write(
+                self._apps.patch_namespaced_deployment,
+                name,
+                namespace,
+                ops,
+                dry_run="All" if dry_run else None,
+                field_manager=FIELD_MANAGER,
+                _content_type=JSON_PATCH,
+            )
+        except BackendError as exc:
+            # A field validation failure names its field; a failed `test` gets the generic text.
+            tested = any(op.get("op") == "test" for op in ops)
+            if exc.reason == "invalid" and tested and " is invalid: " not in exc.detail:
+                raise self._error("invalid", f"{exc.detail} ({_PATCH_TEST_HINT})") from exc
+            raise
+
+    async def rollout_status(self, namespace: str, name: str) -> RolloutStatus:
+        """`kubectl rollout status deployment NAME -n NS --watch=false`."""
+        return rollout_status_of(await self.get_deployment(namespace, name))
+
+    async def wait_rollout(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        timeout: float,  # noqa: ASYNC109 - past it: the last status, not an exception
+        on_progress: Callable[[RolloutStatus], object] | None = None,
+        interval: float = POLL_INTERVAL_S,
+    ) -> RolloutStatus:
+        """`kubectl rollout status deployment NAME --timeout=T`: poll until done or failed.
+
+        `on_progress` hears each new status. Past `timeout`, the last status (done=False).
+        """
+        seen: list[RolloutStatus] = []
+
+        async def step() -> bool:
+            current = await self.rollout_status(namespace, name)
+            if on_progress is not None and (not seen or current != seen[-1]):
+                on_progress(current)
+            seen[:] = [current]
+            return current.done or current.failed
+
+        await _poll(step, timeout, interval)
+        if not seen:
+            raise self._error("timeout", f"no rollout status within {timeout:g}s")
+        return seen[-1]
+
+    async def wait_pod_replaced(
+        self,
+        namespace: str,
+        selector: str,
+        old_uid: str,
+        *,
+        timeout: float,  # noqa: ASYNC109 - past it: None, not an exception
+        ignore_uids: Collection[str] = (),
+        interval: float = POLL_INTERVAL_S,
+    ) -> Obj | None:
+        """The first Ready pod matching `selector` that is not `old_uid`; None past `timeout`.
+
+        `ignore_uids`: the pods that ran before the delete (with several replicas, they are not
+        replacements). `kubectl wait pod -l SEL --for=condition=Ready`.
+        """
+        skip = {old_uid, *ignore_uids}
+        found: list[Obj] = []
+
+        async def step() -> bool:
+            pods = await self.list_pods(namespace, label_selector=selector)
+            found.extend(p for p in pods if p["metadata"].get("uid") not in skip and pod_ready(p))
+            return bool(found)
+
+        await _poll(step, timeout, interval)
+        return found[0] if found else None
+
+    # -- leases -------------------------------------------------------------------------------
+
+    async def acquire_lease(
+        self, namespace: str, name: str, holder: str, duration_s: int
+    ) -> LeaseResult:
+        """Take the Lease `name` for `holder`, or say who holds it.
+
+        Create it; if it exists, held by someone else and not expired (renewTime +
+        leaseDurationSeconds, by our clock), refuse. Expired or ours: replace it carrying its
+        resourceVersion, so that of two operators racing only one wins (409 → refused).
+        """
+        now = _now()
+        spec = {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": duration_s,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": 0,
+        }
+        body = {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        expires = now + timedelta(seconds=duration_s)
+        try:
+            await self._write(self._coord.create_namespaced_lease, namespace, body)
+            return LeaseResult(True, holder, now, expires)
+        except BackendError as exc:
+            if exc.reason != "conflict":
+                raise
+        current = await self._call(self._coord.read_namespaced_lease, name, namespace)
+        held = _lease_view(current)
+        ours = held.holder == holder
+        theirs = not ours and bool(held.holder)
+        if theirs and held.expires is not None and held.expires > now:
+            return LeaseResult(False, held.holder, held.since, held.expires, detail="held")
+        old_spec = current.get("spec") or {}
+        spec["leaseTransitions"] = int(old_spec.get("leaseTransitions") or 0) + int(not ours)
+        if ours and held.since is not None:
+            spec["acquireTime"] = held.since  # a renewal keeps the original acquire time
+        current["spec"] = {**old_spec, **spec}
+        try:
+            await self._write(self._coord.replace_namespaced_lease, name, namespace, current)
+        except BackendError as exc:
+            if exc.reason != "conflict":
+                raise
+            now_held = _lease_view(
+                await self._call(self._coord.read_namespaced_lease, name, namespace)
+            )
+            return LeaseResult(
+                False, now_held.holder, now_held.since, now_held.expires, detail=exc.detail
+            )
+        return LeaseResult(
+            True,
+            holder,
+            _micro_time(spec["acquireTime"]),
+            expires,
+            previous_holder=held.holder if theirs else None,
+        )
+
+    async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
+        """Delete the Lease if `holder` holds it (resourceVersion precondition); else False."""
+        from kubernetes import client
+
+        try:
+            current = await self._call(self._coord.read_namespaced_lease, name, namespace)
+        except BackendError as exc:
+            if exc.reason == "not found":
+                return False
+            raise
+        if (current.get("spec") or {}).get("holderIdentity") != holder:
+            return False
+        version = (current.get("metadata") or {}).get("resourceVersion")
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(resource_version=version)
+        )
+        await self._write(self._coord.delete_namespaced_lease, name, namespace, body=options)
+        return True
+
+    # -- events, access reviews, configmaps -------------------------------------------------------
+
+    async def create_event(
+        self,
+        namespace: str,
+        involved: Mapping[str, str],
+        reason: str,
+        message: str,
+        type: str = "Normal",
+    ) -> Obj:
+        """A core/v1 Event about `involved` (kind, name, uid, apiVersion), as client-go records.
+
+        `kubectl get events --field-selector involvedObject.name=NAME` shows it.
+        """
+        stamp = datetime.now(UTC).replace(microsecond=0)
+        if not involved.get("kind") or not involved.get("name"):
+            raise ValueError("an Event needs the kind and name of the object it is about")
+        ref = {k: involved[k] for k in ("kind", "name", "uid", "apiVersion") if involved.get(k)}
+        if ref.get("kind") not in CLUSTER_SCOPED_KINDS:
+            ref["namespace"] = namespace
+        body = {
+            # client-go's name: the object's name and the time in nanoseconds, in hex.
+            "metadata": {"name": f"{ref['name'][:200]}.{time.time_ns():x}", "namespace": namespace},
+            "involvedObject": ref,
+            "reason": reason,
+            "message": message,
+            "type": type,
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        return await self._write(self._core.create_namespaced_event, namespace, body)
+
+    async def can_i(
+        self, namespace: str, verb: str, resource: str, group: str = "", subresource: str = ""
+    ) -> bool | None:
+        """`kubectl auth can-i VERB RESOURCE -n NS` (SelfSubjectAccessReview).
+
+        None when the server does not serve access reviews (404): try a server-side dry run.
+        """
+        attributes = {"namespace": namespace, "verb": verb, "resource": resource, "group": group}
+        if subresource:
+            attributes["subresource"] = subresource
+        body = {"spec": {"resourceAttributes": attributes}}
+        try:
+            review = await self._call(self._authz.create_self_subject_access_review, body)
+        except BackendError as exc:
+            if exc.reason == "not found":
+                return None
+            raise
+        return bool((review.get("status") or {}).get("allowed"))
+
+    async def get_configmap(self, namespace: str, name: str) -> Obj:
+        """`kubectl get configmap NAME -n NS -o json`."""
+        return await self._call(self._core.read_namespaced_config_map, name, namespace)
+
+    async def patch_configmap(
+        self, namespace: str, name: str, data: Mapping[str, str | None], *, dry_run: bool
+    ) -> Obj:
+        """`kubectl patch configmap NAME --type=merge -p '{"data": …}'`; None removes a key."""
+        return await self._write(
+            self._core.patch_namespaced_config_map,
+            name,
+            namespace,
+            {"data": dict(data)},
+            dry_run="All" if dry_run else None,
+            field_manager=FIELD_MANAGER,
+            _content_type=MERGE_PATCH,
+        )
+
+
+def _lease_view(lease: Obj) -> LeaseResult:
+    """Who holds a Lease, since when, and until when (not acquired: a description)."""
+    spec = lease.get("spec") or {}
+    renewed = _micro_time(spec.get("renewTime")) or _micro_time(spec.get("acquireTime"))
+    duration = spec.get("leaseDurationSeconds")
+    # The apiserver never expires a Lease: expiry is the clients' computation (clock skew!).
+    # Without a renew time or a duration nothing proves it is held: it counts as expired.
+    expires = renewed + timedelta(seconds=int(duration)) if renewed and duration else None
+    return LeaseResult(
+        False, spec.get("holderIdentity"), _micro_time(spec.get("acquireTime")), expires
+    )
