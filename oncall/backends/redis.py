@@ -1,7 +1,8 @@
 """Redis client (redis-py 8, asyncio) for the read path: PING, INFO, SLOWLOG, LATENCY, GET.
 
 CLI equivalents: `redis-cli PING`, `redis-cli INFO stats`, `redis-cli SLOWLOG GET 10`,
-`redis-cli LATENCY LATEST`, `redis-cli CONFIG GET maxclients`. Writes live in `redis_write.py`,
+`redis-cli LATENCY LATEST`, `redis-cli CONFIG GET maxclients`; the guards' state (remediation/)
+is read with ZCOUNT, ZRANGEBYSCORE, PTTL, HGETALL and XRANGE. Writes live in `redis_write.py`,
 which only remediation may import. Every call is bounded by the timeout as a whole, with no
 client-side retries (a sick Redis must make a probe `unknown` within its timeout, not after four).
 """
@@ -179,3 +180,46 @@ class RedisClient:
         """GET key; None when it does not exist."""
         value = await self._call(lambda r: r.get(key))
         return None if value is None else _text(value)
+
+    async def zcount(self, key: str, low: float | str, high: float | str) -> int:
+        """ZCOUNT key low high: members scored in [low, high]; "(x", "-inf", "+inf" allowed."""
+        return int(await self._call(lambda r: r.zcount(key, low, high)))
+
+    async def zrangebyscore(
+        self, key: str, low: float | str, high: float | str
+    ) -> list[tuple[str, float]]:
+        """ZRANGEBYSCORE key low high WITHSCORES: (member, score) pairs, lowest score first."""
+        rows: list[Any] = await self._call(
+            lambda r: r.zrangebyscore(key, low, high, withscores=True)
+        )
+        try:
+            return [(_text(member), float(score)) for member, score in rows]
+        except (TypeError, ValueError) as exc:
+            raise self._error("bad payload", f"malformed ZRANGEBYSCORE row: {exc}") from exc
+
+    async def ttl(self, key: str) -> float | None:
+        """Seconds until key expires (PTTL / 1000); None when it is absent or never expires."""
+        millis = int(await self._call(lambda r: r.pttl(key)))
+        return None if millis < 0 else millis / 1000
+
+    async def hgetall(self, key: str) -> dict[str, str]:
+        """HGETALL key; empty when the hash does not exist."""
+        found = await self._call(lambda r: r.hgetall(key))
+        if not isinstance(found, dict):
+            raise self._error("bad payload", "HGETALL did not parse into pairs")
+        return {_text(field): _text(value) for field, value in found.items()}
+
+    async def xrange(
+        self, stream: str, count: int = 100, *, start: str = "-", end: str = "+"
+    ) -> list[tuple[str, dict[str, str]]]:
+        """XRANGE stream start end COUNT count: (entry id, fields) pairs, oldest first."""
+        rows: list[Any] | None = await self._call(
+            lambda r: r.xrange(stream, start, end, count=count)
+        )
+        try:
+            return [
+                (_text(entry_id), {_text(k): _text(v) for k, v in fields.items()})
+                for entry_id, fields in rows or []
+            ]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise self._error("bad payload", f"malformed XRANGE entry: {exc}") from exc

@@ -1,0 +1,1 @@
+"""Human-confirmed remediations: the guards, preview, confirmation and execution of actions."""

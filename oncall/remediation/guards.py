@@ -1,0 +1,399 @@
+"""The guards an action passes before it runs (DESIGN §3 write path, §4 Remediations).
+
+Read-only mode, a per-target rate limit, a global circuit breaker and a two-person rule. The
+last three keep their state in Redis, so they survive a restart of oncall and hold across every
+operator pointed at the same Redis:
+
+    oncall:guard:rate:<target>      sorted set, one member per action STARTED, scored by time
+    oncall:guard:breaker:failures   sorted set, one member per failed action (any target)
+    oncall:guard:breaker:open       JSON {opened_at, cooldown_s, failures, targets}, TTL cooldown
+    oncall:approval:<action_id>     hash {requester, action, target, requested_at, expires_at,
+                                    approved_by}, TTL the two-person timeout
+
+`redis-cli ZRANGE oncall:guard:rate:<target> 0 -1 WITHSCORES`, `redis-cli GET
+oncall:guard:breaker:open` and `redis-cli HGETALL oncall:approval:<id>` show them.
+
+Guards FAIL CLOSED: when Redis does not answer, a check is a refusal ("guard state unavailable:
+redis at …: timeout"), never a pass. A guard we cannot read is a guard we cannot vouch for, and
+the moments Redis is sick are exactly the moments an operator is most tempted to act in a hurry.
+The `record*` and `request` writes raise `BackendError`; the executor calls them before it acts
+and treats an error as a refusal.
+
+Times come from `clock` (default `time.time`, wall-clock seconds): the state is shared between
+hosts, where only wall time means the same thing; tests inject a clock to move time without
+sleeping. Redis TTLs (real time) only tidy keys away; every decision is made on `clock`.
+
+Check-then-record is not atomic across operators; two operators acting on one target at the
+same instant are kept apart by the per-target Kubernetes Lease, not by these counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from oncall.backends.redis import RedisClient
+from oncall.backends.redis_write import RedisWriter
+from oncall.errors import BackendError
+from oncall.settings.durations import format_duration
+from oncall.settings.model import Settings
+
+Clock = Callable[[], float]
+GUARD_PREFIX = "oncall:guard"
+APPROVAL_PREFIX = "oncall:approval"
+
+
+@dataclass(frozen=True)
+class GuardVerdict:
+    """What one guard said about one action: `ok` lets it pass; `reason` is for the operator."""
+
+    guard: str
+    ok: bool
+    reason: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _unavailable(guard: str, exc: BackendError) -> GuardVerdict:
+    """Fail closed: the refusal for a guard whose state could not be read."""
+    return GuardVerdict(
+        guard,
+        False,
+        f"guard state unavailable: {exc.backend} at {exc.target}: {exc.reason}",
+        {"backend": exc.backend, "target": exc.target, "error": exc.reason, "info": exc.detail},
+    )
+
+
+def _wait_text(seconds: float) -> str:
+    # Whole seconds, rounded up: "next allowed in 4m12s" must never be early.
+    return format_duration(max(1, math.ceil(seconds)))
+
+
+def read_only_guard(settings: Settings, *, flag: bool) -> GuardVerdict:
+    """Refuse every action in read-only mode, from settings (`read_only: true`) or `--read-only`."""
+    sources = [
+        name
+        for name, on in (("settings read_only: true", settings.read_only), ("--read-only", flag))
+        if on
+    ]
+    if sources:
+        reason = f"read-only mode ({' and '.join(sources)}): remediations are refused"
+        return GuardVerdict("read-only", False, reason, {"sources": sources})
+    return GuardVerdict("read-only", True, "not in read-only mode", {"sources": []})
+
+
+class RateLimit:
+    """At most `actions` actions STARTED on one target within any `window_s` (sliding window)."""
+
+    guard = "rate-limit"
+
+    def __init__(
+        self,
+        client: RedisClient,
+        writer: RedisWriter,
+        *,
+        actions: int,
+        window_s: float,
+        prefix: str = GUARD_PREFIX,
+        clock: Clock = time.time,
+    ) -> None:
+        self._client = client
+        self._writer = writer
+        self.actions = actions
+        self.window_s = window_s
+        self.prefix = prefix
+        self._clock = clock
+
+    def key(self, target: str) -> str:
+        return f"{self.prefix}:rate:{target}"
+
+    async def check(self, target: str) -> GuardVerdict:
+        """Refused when `actions` actions already started on `target` within the window."""
+        now = self._clock()
+        try:
+            # "(" makes the bound exclusive: an action exactly one window old has left it.
+            started = await self._client.zrangebyscore(
+                self.key(target), f"({now - self.window_s!r}", "+inf"
+            )
+        except BackendError as exc:
+            return _unavailable(self.guard, exc)
+        count = len(started)
+        window = format_duration(self.window_s)
+        detail: dict[str, Any] = {
+            "target": target,
+            "actions": count,
+            "limit": self.actions,
+            "window_s": self.window_s,
+        }
+        if count < self.actions:
+            reason = (
+                f"rate limit: {count} of {self.actions} actions on {target} in the last {window}"
+            )
+            return GuardVerdict(self.guard, True, reason, detail)
+        # Allowed again once enough of the oldest leave the window to bring the count below
+        # the limit: when the (count - actions + 1)-th oldest does.
+        next_at = started[count - self.actions][1] + self.window_s
+        detail["next_allowed_in_s"] = next_at - now
+        reason = (
+            f"rate limit: {count} actions on {target} in the last {window}; "
+            f"next allowed in {_wait_text(next_at - now)}"
+        )
+        return GuardVerdict(self.guard, False, reason, detail)
+
+    async def record(self, target: str) -> int:
+        """Count one action started on `target` now; the actions in the window, this one included.
+
+        Raises BackendError when Redis does not take it (the executor then does not act).
+        """
+        now = self._clock()
+        member = f"{now!r} {uuid.uuid4().hex}"
+        return await self._writer.record_in_window(
+            self.key(target), member, score=now, window_s=self.window_s
+        )
+
+
+class CircuitBreaker:
+    """GLOBAL breaker: after `failures` failed actions (any targets) within `cooldown_s`, refuse
+    every action until `cooldown_s` has passed since it opened.
+
+    `record_success` is a no-op, on purpose: the breaker counts failures in a sliding window,
+    not consecutive ones. A success on one target says little about the trouble that failed
+    actions on others, and resetting on success would let an alternating fail/succeed pattern
+    act without limit. Failures leave the count by age alone.
+    """
+
+    guard = "circuit-breaker"
+
+    def __init__(
+        self,
+        client: RedisClient,
+        writer: RedisWriter,
+        *,
+        failures: int,
+        cooldown_s: float,
+        prefix: str = GUARD_PREFIX,
+        clock: Clock = time.time,
+    ) -> None:
+        self._client = client
+        self._writer = writer
+        self.failures = failures
+        self.cooldown_s = cooldown_s
+        self.prefix = prefix
+        self._clock = clock
+
+    @property
+    def failures_key(self) -> str:
+        return f"{self.prefix}:breaker:failures"
+
+    @property
+    def open_key(self) -> str:
+        return f"{self.prefix}:breaker:open"
+
+    async def check(self) -> GuardVerdict:
+        """Refused while the breaker is open."""
+        now = self._clock()
+        try:
+            raw = await self._client.get(self.open_key)
+            if raw is None:
+                return GuardVerdict(self.guard, True, "circuit breaker closed", {})
+            try:
+                state = json.loads(raw)
+                closes_in = float(state["opened_at"]) + float(state["cooldown_s"]) - now
+                count = int(state["failures"])
+            except (ValueError, KeyError, TypeError):
+                # Written by someone else (or another version): still open while Redis keeps it.
+                state = {"unreadable": raw}
+                closes_in = await self._client.ttl(self.open_key) or self.cooldown_s
+                count = self.failures
+        except BackendError as exc:
+            return _unavailable(self.guard, exc)
+        if closes_in <= 0:
+            # Closed by the clock; Redis drops the key on its own TTL.
+            return GuardVerdict(self.guard, True, "circuit breaker closed", {})
+        window = format_duration(float(state.get("cooldown_s", self.cooldown_s)))
+        reason = (
+            f"circuit breaker open: {count} actions failed within {window}; "
+            f"closes in {_wait_text(closes_in)}"
+        )
+        return GuardVerdict(self.guard, False, reason, {**state, "closes_in_s": closes_in})
+
+    async def record_failure(self, target: str, reason: str) -> bool:
+        """Count one failed action; True when this failure opened (or re-opened) the breaker.
+
+        A failure while already open (from an action that started before it opened) restarts
+        the cooldown. Raises BackendError when Redis does not take it.
+        """
+        now = self._clock()
+        member = json.dumps(
+            {"id": uuid.uuid4().hex, "at": now, "target": target, "reason": reason[:200]}
+        )
+        count = await self._writer.record_in_window(
+            self.failures_key, member, score=now, window_s=self.cooldown_s
+        )
+        if count < self.failures:
+            return False
+        recent = await self._client.zrangebyscore(
+            self.failures_key, f"({now - self.cooldown_s!r}", "+inf"
+        )
+        targets = sorted({_failure_target(m) for m, _ in recent} - {""})
+        state = {
+            "opened_at": now,
+            "cooldown_s": self.cooldown_s,
+            "failures": count,
+            "targets": targets,
+            "last_reason": reason[:200],
+        }
+        await self._writer.set(self.open_key, json.dumps(state), expire_s=self.cooldown_s)
+        return True
+
+    async def record_success(self) -> None:
+        """No-op (see the class docstring): successes neither reset the count nor close it."""
+        return None
+
+
+def _failure_target(member: str) -> str:
+    try:
+        return str(json.loads(member)["target"])
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
+def _person(actor: str) -> str:
+    # Actors are "user@host": the same user on two hosts is still one person.
+    user, at, _host = actor.rpartition("@")
+    return (user if at else actor).casefold()
+
+
+class TwoPersonRule:
+    """Actions named in `actions` need a second person's approval before they run.
+
+    The requester stores a pending request under the action's id; another operator (another
+    user, from any host) approves that id; the requester's `wait` polls until then.
+    """
+
+    guard = "two-person"
+
+    def __init__(
+        self,
+        client: RedisClient,
+        writer: RedisWriter,
+        *,
+        actions: Iterable[str],
+        timeout_s: float,
+        prefix: str = APPROVAL_PREFIX,
+        clock: Clock = time.time,
+        poll_s: float = 0.2,
+    ) -> None:
+        self._client = client
+        self._writer = writer
+        self.actions = frozenset(actions)
+        self.timeout_s = timeout_s
+        self.prefix = prefix
+        self._clock = clock
+        self.poll_s = poll_s
+
+    def key(self, action_id: str) -> str:
+        return f"{self.prefix}:{action_id}"
+
+    def required(self, action: str) -> bool:
+        """Whether policy requires a second person for this action."""
+        return action in self.actions
+
+    async def request(self, action_id: str, action: str, target: str, requester: str) -> None:
+        """Store a pending request, expiring after `timeout_s`. Raises BackendError."""
+        now = self._clock()
+        fields = {
+            "requester": requester,
+            "action": action,
+            "target": target,
+            "requested_at": repr(now),
+            "expires_at": repr(now + self.timeout_s),
+        }
+        await self._writer.replace_hash(self.key(action_id), fields, expire_s=self.timeout_s)
+
+    def _missing(self, action_id: str) -> GuardVerdict:
+        reason = f"no pending approval request {action_id} (never made, or expired)"
+        return GuardVerdict(self.guard, False, reason, {"action_id": action_id})
+
+    def _not_pending(self, action_id: str, request: dict[str, str]) -> GuardVerdict | None:
+        """The refusal when `request` cannot be approved (any more); None when it can."""
+        if not request:
+            return self._missing(action_id)
+        detail: dict[str, Any] = {"action_id": action_id, **request}
+        if "approved_by" in request:
+            reason = (
+                f"approval request {action_id} was already approved by {request['approved_by']}"
+            )
+            return GuardVerdict(self.guard, False, reason, detail)
+        if self._clock() >= float(request.get("expires_at", "0")):
+            reason = f"approval request {action_id} expired"
+            return GuardVerdict(self.guard, False, reason, detail)
+        return None
+
+    async def approve(self, action_id: str, approver: str) -> GuardVerdict:
+        """Approve a pending request as `approver`; refused for the requester themself."""
+        key = self.key(action_id)
+        try:
+            request = await self._client.hgetall(key)
+            refused = self._not_pending(action_id, request)
+            if refused is not None:
+                return refused
+            detail: dict[str, Any] = {"action_id": action_id, **request, "approver": approver}
+            if _person(approver) == _person(request.get("requester", "")):
+                reason = f"self-approval is refused: {request['requester']} requested this action"
+                return GuardVerdict(self.guard, False, reason, detail)
+            if not await self._writer.claim_field(key, "approved_by", approver):
+                # It changed between our read and EXEC: approved by another, or expired.
+                request = await self._client.hgetall(key)
+                return self._not_pending(action_id, request) or self._missing(action_id)
+        except (BackendError, KeyError, ValueError) as exc:
+            return self._broken(exc)
+        reason = f"{request['action']} on {request['target']} approved by {approver}"
+        return GuardVerdict(self.guard, True, reason, detail)
+
+    async def wait(self, action_id: str, *, timeout_s: float | None = None) -> GuardVerdict:
+        """Poll (every `poll_s`) until the request is approved, or refuse after `timeout_s`.
+
+        The bound is on the event loop's monotonic clock; one poll is itself bounded by the
+        Redis timeout. On timeout the request is withdrawn, so a late approval cannot count.
+        """
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        key = self.key(action_id)
+        try:
+            while True:
+                request = await self._client.hgetall(key)
+                if "approved_by" in request:
+                    approver = request["approved_by"]
+                    detail = {"action_id": action_id, **request, "approver": approver}
+                    return GuardVerdict(self.guard, True, f"approved by {approver}", detail)
+                if not request:
+                    return self._missing(action_id)
+                lifetime = float(request["expires_at"]) - float(request["requested_at"])
+                expired = self._clock() >= float(request["expires_at"])
+                left = deadline - loop.time()
+                if expired or left <= 0:
+                    break
+                await asyncio.sleep(min(self.poll_s, left))
+            await self._writer.delete(key)
+        except (BackendError, KeyError, ValueError) as exc:
+            return self._broken(exc)
+        reason = f"no second person approved within {format_duration(limit)}"
+        if expired:
+            reason = (
+                f"no second person approved within {format_duration(lifetime)} (request expired)"
+            )
+        return GuardVerdict(self.guard, False, reason, {"action_id": action_id, **request})
+
+    def _broken(self, exc: Exception) -> GuardVerdict:
+        if isinstance(exc, BackendError):
+            return _unavailable(self.guard, exc)
+        # A request whose fields are missing or do not parse was not written by us: refuse it.
+        reason = f"approval request unreadable: {type(exc).__name__} {exc}"
+        return GuardVerdict(self.guard, False, reason, {})

@@ -1,0 +1,1 @@
+"""Tests of the remediation engine: guards, preview, execution."""
