@@ -3,6 +3,7 @@
     oncall remediate rebuild-pod POD [--namespace NS] [--uid UID]
     oncall remediate set-degradation-level LEVEL
     oncall remediate set-max-num-seqs DEPLOYMENT VALUE [--container C] [--namespace NS]
+    oncall remediate rollback ACTION_ID         undo a verified level or max-num-seqs change
     oncall remediate approve ACTION_ID          the second person of a two-person action
 
 The preview (exact target, before → after, the server's dry run, every guard's verdict) is
@@ -49,7 +50,9 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
     seqs.add_argument("value", type=int)
     seqs.add_argument("--container")
     seqs.add_argument("--namespace")
-    for action in (pod, level, seqs):
+    rollback = sub.add_parser("rollback", help="undo a verified action (level, max-num-seqs)")
+    rollback.add_argument("action_id", help="the audit action id printed when it ran")
+    for action in (pod, level, seqs, rollback):
         action.add_argument("--dry-run", action="store_true", help="preview only, change nothing")
         global_options(action, suppress=True)
         action.set_defaults(handler=run)
@@ -119,7 +122,11 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
     from oncall.remediation.executor import Remediator
 
     async with Remediator(settings, read_only_flag=bool(getattr(args, "read_only", False))) as r:
-        plan = await r.plan(args.action, _params(args))
+        rollback_of = args.action_id if args.action == "rollback" else None
+        if rollback_of:
+            plan = await r.rollback_plan(rollback_of)
+        else:
+            plan = await r.plan(args.action, _params(args))
 
         shown = False
 
@@ -144,10 +151,12 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
 
         extra = [] if args.dry_run else [terminal_verdict()]
         outcome = await r.run(plan, confirm, progress=lambda text: print(f"  … {text}", flush=True),
-                              extra=extra)  # fmt: skip
+                              extra=extra, rollback_of=rollback_of)  # fmt: skip
         if not shown and outcome.preview is not None:
             print(render_preview(outcome.preview))
         print(f"{outcome.status}: {outcome.message} (audit action {outcome.action_id})")
+        if outcome.status == "verified" and plan.undo and not rollback_of:
+            print(f"to undo: oncall remediate rollback {outcome.action_id}")
         for problem in r.mirror_errors:
             print(f"oncall: audit mirror: {problem}", file=sys.stderr)
     return EXIT_OK if outcome.status == "verified" else EXIT_FOUND

@@ -37,7 +37,7 @@ from oncall.remediation.guards import (
     TwoPersonRule,
     read_only_guard,
 )
-from oncall.remediation.plans import Clients, Plan, plan
+from oncall.remediation.plans import Clients, Plan, PlanError, plan
 from oncall.settings import Settings
 
 Confirm = Callable[[Plan, "Preview"], Awaitable[bool]]
@@ -179,6 +179,7 @@ class Remediator:
         *,
         progress: Progress | None = None,
         extra: list[GuardVerdict] | None = None,
+        rollback_of: str | None = None,
     ) -> Outcome:
         """Preview, ask, guard, execute and verify `plan_`; every step audited.
 
@@ -191,7 +192,9 @@ class Remediator:
         outcome.preview = preview
         await self._record(
             outcome, plan_, "proposed", request=plan_.request, dry_run=preview.dry_run,
-            evidence=self.evidence, detail={"before": plan_.before, "after": plan_.after},
+            evidence=self.evidence,
+            detail={"before": plan_.before, "after": plan_.after, "undo": plan_.undo,
+                    "rollback_of": rollback_of},
         )  # fmt: skip
         if preview.refused:
             return await self._refuse(outcome, plan_, preview.refused)
@@ -217,9 +220,32 @@ class Remediator:
         if not lease.ok:
             return await self._refuse(outcome, plan_, lease)
         try:
-            return await self._execute(outcome, plan_, say)
+            done = await self._execute(outcome, plan_, say)
         finally:
             await self._release(plan_)
+        if rollback_of and done.status == "verified":
+            original = Outcome(rollback_of, "rolled_back", "", plan_)
+            await self._record(
+                original, plan_, "rolled_back", outcome=done.message,
+                detail={"by_action": done.action_id},
+            )  # fmt: skip
+            done.records.extend(original.records)
+        return done
+
+    async def rollback_plan(self, action_id: str) -> Plan:
+        """The plan that undoes a verified action: the same action back to the old value."""
+        records = [r for r in self.log.records() if r.get("action_id") == action_id]
+        proposed = next((r for r in records if r.get("transition") == "proposed"), None)
+        if proposed is None:
+            raise PlanError(f"no action {action_id} in the audit log {self.log.path}")
+        if not any(r.get("transition") in ("verified", "succeeded") for r in records):
+            raise PlanError(f"action {action_id} never ran: nothing to roll back")
+        if any(r.get("transition") == "rolled_back" for r in records):
+            raise PlanError(f"action {action_id} was rolled back already")
+        undo = (proposed.get("detail") or {}).get("undo")
+        if not undo:
+            raise PlanError(f"{proposed.get('action')} cannot be rolled back (no previous value)")
+        return await self.plan(str(proposed["action"]), dict(undo))
 
     async def _execute(self, outcome: Outcome, plan_: Plan, say: Progress) -> Outcome:
         recheck = await self._recheck(plan_)

@@ -25,7 +25,7 @@ from oncall.model.actions import (
     SetDegradationLevelParams,
     SetMaxNumSeqsParams,
 )
-from oncall.model.patches import find_container, inverse_patch, max_num_seqs_patch
+from oncall.model.patches import find_container, max_num_seqs_patch
 from oncall.model.vllm_args import parse_max_num_seqs
 from oncall.settings import Settings
 
@@ -243,5 +243,7 @@ async def _max_num_seqs(params: SetMaxNumSeqsParams, clients: Clients) -> Plan:
         },
         dangerous=True,
         confirm_word=params.deployment,
-        undo={"ops": inverse_patch(ops), "value": parsed.value},
+        undo=None
+        if parsed.value is None
+        else {**params.model_dump(exclude_none=True), "value": parsed.value},
     )
