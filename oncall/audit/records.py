@@ -187,7 +187,7 @@ def secrets_of(settings: Settings) -> list[str]:
         elif isinstance(value, list | tuple):
             for item in value:
                 visit(item)
-        elif hasattr(value, "model_fields"):
+        elif hasattr(type(value), "model_fields"):
             for name in type(value).model_fields:
                 visit(getattr(value, name))
 

@@ -1,0 +1,83 @@
+"""Shared helpers of the remediation tests: run `oncall remediate` on a terminal against the
+drill with a test's own audit log, and read the cluster, Redis and the log back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from oncall.backends.kube_write import KubeWriter
+from oncall.settings import Settings
+from oncall.settings.loader import load_settings
+from tests.drill.stack.conftest import Drill
+from tests.harness.terminal import TerminalRun, run_on_terminal
+
+T = TypeVar("T")
+NS = "ai"
+
+
+def drill_settings(drill: Drill) -> Settings:
+    return load_settings(config=drill.directory / "oncall.yaml").settings
+
+
+def remediate(
+    drill: Drill,
+    audit: Path,
+    *args: str,
+    answers: Sequence[tuple[str, str | Callable[[], str]]] = (),
+    sets: Sequence[str] = (),
+    timeout: float = 200.0,
+) -> TerminalRun:
+    """`oncall remediate ARGS` on a terminal, with the drill's settings and its own audit log;
+    the rate limit is raised so tests do not trip each other (the rate-limit test sets it)."""
+    options = [
+        "--config", str(drill.directory / "oncall.yaml"),
+        "--set", f"audit.path={audit}",
+        "--set", "guards.rate_limit_actions=100",
+    ]  # fmt: skip
+    for item in sets:
+        options += ["--set", item]
+    return run_on_terminal([*options, "remediate", *args], answers, timeout=timeout)
+
+
+def records(audit: Path) -> list[dict[str, Any]]:
+    if not audit.exists():
+        return []
+    return [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
+
+
+def transitions(audit: Path) -> list[str]:
+    return [r["transition"] for r in records(audit)]
+
+
+def kube_call(drill: Drill, call: Callable[[KubeWriter], Any]) -> Any:
+    """Run one KubeWriter call (a coroutine factory) with the drill's operator kubeconfig."""
+
+    async def go() -> Any:
+        writer = await KubeWriter.open(drill_settings(drill).kubernetes)
+        try:
+            return await call(writer)
+        finally:
+            writer.close()
+
+    return asyncio.run(go())
+
+
+def vllm_pods(drill: Drill) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = kube_call(
+        drill, lambda k: k.list_pods(NS, label_selector="app=vllm")
+    )
+    return [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+
+
+def ready_pod(drill: Drill) -> tuple[str, str]:
+    """(name, uid) of a Ready vLLM pod."""
+    for pod in vllm_pods(drill):
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            meta = pod["metadata"]
+            return meta["name"], meta["uid"]
+    raise AssertionError("no Ready vLLM pod in the drill")
