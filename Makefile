@@ -15,15 +15,17 @@ system-deps:
 	./scripts/setup-system.sh
 
 lint: setup
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/mypy oncall tests scripts
+	$(BIN)/ruff check . scripts/gpu-check
+	$(BIN)/ruff format --check . scripts/gpu-check
+	$(BIN)/mypy oncall tests scripts scripts/gpu-check
 	$(BIN)/lint-imports
 	promtool check rules alerts/*.yaml
 	promtool test rules alerts/tests/*.test.yaml
 
+# Two workers: most tests wait on servers, not the CPU. The drill tests stay on one worker
+# (xdist_group "drill", see tests/drill/stack/conftest.py): one drill, not one per worker.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 demo: setup
 	./scripts/demo.sh

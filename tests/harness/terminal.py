@@ -25,14 +25,14 @@ class TerminalRun:
 
 def run_on_terminal(
     args: Sequence[str],
-    answers: Sequence[tuple[str, str | Callable[[], str]]] = (),
+    answers: Sequence[tuple[str, str | Callable[[str], str]]] = (),
     *,
     env: dict[str, str] | None = None,
     timeout: float = 120.0,
 ) -> TerminalRun:
     """`python -m oncall ARGS` on a pty; for each (prompt text, answer) in order, wait for the
-    prompt in the output, then type the answer (a callable is called first: it may act, e.g.
-    change the cluster behind the preview's back, and returns the text)."""
+    prompt in the output, then type the answer (a callable gets the output so far: it may act,
+    e.g. change the cluster behind the preview's back, and returns the text to type)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
     master, slave = os.openpty()
     proc = subprocess.Popen(
@@ -58,7 +58,7 @@ def run_on_terminal(
                 break
             if pending and pending[0][0].encode() in output:
                 _, answer = pending.pop(0)
-                text = answer() if callable(answer) else answer
+                text = answer(output.decode("utf-8", "replace")) if callable(answer) else answer
                 os.write(master, text.encode() + b"\n")
         code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:

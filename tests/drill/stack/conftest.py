@@ -45,6 +45,14 @@ def targets(prometheus: str) -> list[dict[str, Any]]:
         return found
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this folder shares one drill: under xdist they all go to one worker."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.xdist_group("drill"))
+
+
 FOR_SCALE = 0.05
 JOBS = {"prometheus", "ai-gateway", "dcgm-exporter", "redis", "kube-state-metrics", "vllm"}
 

@@ -27,7 +27,7 @@ def remediate(
     drill: Drill,
     audit: Path,
     *args: str,
-    answers: Sequence[tuple[str, str | Callable[[], str]]] = (),
+    answers: Sequence[tuple[str, str | Callable[[str], str]]] = (),
     sets: Sequence[str] = (),
     timeout: float = 200.0,
 ) -> TerminalRun:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def test_args_changed_between_preview_and_execute_is_refused(drill: Drill, tmp_p
     index = original.index("--max-num-seqs") + 1
     path = f"/spec/template/spec/containers/0/args/{index}"
 
-    def someone_else_edits() -> str:
+    def someone_else_edits(_output: str) -> str:
         ops = [{"op": "replace", "path": path, "value": "200"}]
         kube_call(drill, lambda k: k.patch_deployment_json(NS, "vllm", ops, dry_run=False))
         return "vllm"  # then the operator confirms what they saw
@@ -230,3 +231,42 @@ def test_nothing_skips_the_typed_confirmation(drill: Drill, tmp_path: Path, how:
         refused_with(audit, "terminal")
     else:  # not even a valid command line
         assert not audit.exists() or "started" not in transitions(audit)
+
+
+def test_two_person_rule_needs_someone_else(drill: Drill, tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    key = drill_settings(drill).degradation.redis_key
+    rule = ['guards.two_person=["set-degradation-level"]']
+    base = ["--config", str(drill.directory / "oncall.yaml"), "--set", f"audit.path={audit}"]
+    approvals: list[tuple[int, str]] = []
+
+    def approve_as(user: str, output: str) -> tuple[int, str]:
+        action_id = output.split("oncall remediate approve ", 1)[1].split(maxsplit=1)[0]
+        env = {"USER": user, "LOGNAME": user}
+        result = run_oncall(*base, "remediate", "approve", action_id, env=env)
+        return result.code, result.stdout
+
+    def self_then_bob(output: str) -> str:
+        approvals.append(approve_as(os.environ.get("USER", "root"), output))
+        approvals.append(approve_as("bob", output))
+        return ""
+
+    answers: list[tuple[str, str | Callable[[str], str]]] = [
+        ("to confirm", "yes"),
+        ("waiting for a second person", self_then_bob),
+    ]
+    run = remediate(drill, audit, "set-degradation-level", "1", sets=rule, answers=answers)
+    assert approvals[0][0] == 1 and "self-approval is refused" in approvals[0][1], approvals
+    assert approvals[1][0] == 0, approvals
+    assert run.code == 0, run.output
+    assert transitions(audit) == [
+        "proposed",
+        "approved",
+        "approved",
+        "started",
+        "succeeded",
+        "verified",
+    ]
+    assert "bob@" in json.dumps(records(audit)[2]["detail"])
+    with redis.Redis.from_url(drill.state["urls"]["redis"], decode_responses=True) as client:
+        client.set(key, "0")
