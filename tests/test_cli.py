@@ -170,7 +170,7 @@ def test_malformed_set_flag(tmp_path: Path) -> None:
     assert "--set expects KEY=VALUE" in result.stderr
 
 
-def test_bare_oncall_says_the_app_is_not_built_yet(tmp_path: Path) -> None:
-    result = run_oncall(cwd=tmp_path)
+def test_bare_oncall_without_a_terminal_says_the_app_needs_one(tmp_path: Path) -> None:
+    result = run_oncall(cwd=tmp_path)  # stdin and stdout are pipes here
     assert result.code == 2
-    assert "not built yet" in result.stderr
+    assert "the app needs a terminal" in result.stderr

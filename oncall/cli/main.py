@@ -130,10 +130,20 @@ def _run_check(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _run_app(_args: argparse.Namespace) -> int:
-    raise UsageError(
-        "the terminal app is not built yet; see `oncall --help` for the commands available"
-    )
+def _run_app(args: argparse.Namespace) -> int:
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from oncall.cli.config_cmd import load_from_args
+
+    settings = load_from_args(args).settings
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "the app needs a terminal; for scripts use `oncall alerts` or `oncall check ALERT`"
+        )
+    # Textual is imported only here: `oncall --help` and the headless commands stay light.
+    from oncall.tui.app import OncallApp
+
+    OncallApp(settings).run()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,138 @@
+"""What the terminal app needs from the service layer, behind two small seams.
+
+The app asks an `AlertsSource` for the golden alerts' states and a `ChecklistRunner` for an
+alert's checklist events; `LiveAlerts` and `LiveChecklists` are the real ones (Prometheus and
+the backends of `oncall.yaml`), tests hand in fakes. The value types a screen shows are
+re-exported here so that `oncall.tui` never imports the domain engines directly (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Protocol
+
+from oncall.alerts.engine import AlertEngine, RuleStatus
+from oncall.checklist.engine import (
+    STATUS_ORDER,
+    EvidenceValue,
+    Proposal,
+    StepResult,
+    StepStarted,
+    StepStatus,
+    findings_line,
+)
+from oncall.errors import UsageError
+from oncall.probes.context import ProbeContext
+from oncall.service.alerts import alert_engine
+from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
+from oncall.settings import Settings
+
+__all__ = [
+    "STATUS_ORDER",
+    "AlertsSource",
+    "ChecklistEvent",
+    "ChecklistPlanned",
+    "ChecklistRunner",
+    "EvidenceValue",
+    "LiveAlerts",
+    "LiveChecklists",
+    "NoRunbook",
+    "Proposal",
+    "RuleStatus",
+    "StepResult",
+    "StepStarted",
+    "StepStatus",
+    "findings_line",
+]
+
+
+@dataclass(frozen=True)
+class ChecklistPlanned:
+    """First event of a run: which runbook, and its steps (id, title) in the runbook's order.
+
+    A screen lists every step as soon as the run starts, before any of them has begun.
+    """
+
+    runbook: str
+    steps: tuple[tuple[str, str], ...]
+
+
+ChecklistEvent = ChecklistPlanned | StepStarted | StepResult
+
+
+class NoRunbook(UsageError):
+    """The alert has no runbook in any runbook folder."""
+
+
+class AlertsSource(Protocol):
+    """Where the app's alert states come from; `refresh` is called every `alerts.refresh`."""
+
+    async def refresh(self) -> list[RuleStatus]:
+        """Every loaded rule's state, in the packs' order."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; called once when the app exits."""
+        ...
+
+
+class ChecklistRunner(Protocol):
+    """Runs one alert's checklist; the app consumes the events in a background worker."""
+
+    def run(self, alert: str, status: RuleStatus | None) -> AsyncIterator[ChecklistEvent]:
+        """Events of one run: `ChecklistPlanned` first, then StepStarted / StepResult."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the backend clients runs shared; called once when the app exits."""
+        ...
+
+
+class LiveAlerts:
+    """The configured packs' states from the configured Prometheus, engine made on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._stack = AsyncExitStack()
+        self._engine: AlertEngine | None = None
+
+    async def refresh(self) -> list[RuleStatus]:
+        if self._engine is None:
+            # Reads the rule files (a few ms, once); bad files raise ConfigError, and the next
+            # refresh tries again, so fixing the file is enough.
+            self._engine = await self._stack.enter_async_context(alert_engine(self.settings))
+        return await self._engine.refresh()
+
+    async def aclose(self) -> None:
+        self._engine = None
+        await self._stack.aclose()
+
+
+class LiveChecklists:
+    """Runbooks found and run live; all runs of one app share one `ProbeContext`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._ctx: ProbeContext | None = None
+
+    async def run(self, alert: str, status: RuleStatus | None) -> AsyncIterator[ChecklistEvent]:
+        try:
+            # File reads and expression compilation: off the event loop.
+            path = await asyncio.to_thread(find_runbook, self.settings, alert)
+        except UsageError as exc:
+            raise NoRunbook(str(exc)) from exc
+        runbook = await asyncio.to_thread(load_checked, path, self.settings)
+        yield ChecklistPlanned(str(path), tuple((s.spec.id, s.spec.title) for s in runbook.steps))
+        if self._ctx is None:
+            self._ctx = ProbeContext(self.settings)
+        facts = alert_facts(alert, status)
+        async for event in stream_checklist(self.settings, runbook, facts, ctx=self._ctx):
+            yield event
+
+    async def aclose(self) -> None:
+        ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            await ctx.aclose()

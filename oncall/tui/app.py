@@ -1,0 +1,220 @@
+"""`OncallApp`: the terminal app — board of golden alerts → incident screen of one alert.
+
+All I/O runs in workers: one loop refreshes the alert states every `alerts.refresh` seconds,
+and each checklist run is a worker of its own (group `checklist:<alert>`, so a re-run replaces
+the run before it). Workers only post messages; the handlers here change the `AlertBook` and
+tell the screens to repaint, on the event loop, so a hung backend never holds up a key press.
+
+The I/O is injected at the service boundary: `alerts_source` and `checklist_runner` default to
+the live ones of `oncall.service.app_state`; tests and drills pass their own. `clock` gives the
+"now" of every age on screen, so snapshots are the same on every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from oncall.errors import ConfigError, OncallError
+from oncall.service.app_state import (
+    AlertsSource,
+    ChecklistRunner,
+    LiveAlerts,
+    LiveChecklists,
+    NoRunbook,
+    RuleStatus,
+)
+from oncall.settings import Settings
+from oncall.tui.board import BoardScreen
+from oncall.tui.help import HelpScreen
+from oncall.tui.incident import IncidentScreen
+from oncall.tui.messages import (
+    AlertsFailed,
+    AlertsRefreshed,
+    ChecklistEnded,
+    ChecklistProgress,
+    OpenIncident,
+    RefreshAlerts,
+    RerunChecklist,
+)
+from oncall.tui.state import AlertBook
+
+#: How often ages on screen ("running 12s", "results 42s old") are repainted.
+AGES_EVERY_S = 1.0
+#: Closing a backend client at exit must not hang the exit when the backend hangs.
+CLOSE_TIMEOUT_S = 2.0
+
+
+class OncallApp(App[None]):
+    """Golden alerts, their checklists, and (later) confirmed remediations."""
+
+    CSS_PATH = "oncall.tcss"
+    TITLE = "oncall"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark", "help", "Help", key_display="?", id="app.help"),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        alerts_source: AlertsSource | None = None,
+        checklist_runner: ChecklistRunner | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.alerts_source = alerts_source or LiveAlerts(settings)
+        self.checklists = checklist_runner or LiveChecklists(settings)
+        self.clock = clock
+        self.book = AlertBook()
+        self.board = BoardScreen(settings, self.book, clock)
+        self._wake = asyncio.Event()
+
+    def get_default_screen(self) -> Screen[None]:
+        return self.board
+
+    def on_mount(self) -> None:
+        self.run_worker(
+            self._alerts_loop(),
+            name="alerts",
+            group="alerts",
+            exclusive=True,
+            exit_on_error=False,
+            description="refresh the alert states",
+        )
+        self.set_interval(AGES_EVERY_S, self._tick, name="ages")
+
+    async def on_unmount(self) -> None:
+        for closer in (self.alerts_source.aclose, self.checklists.aclose):
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await closer()
+
+    # -- workers: they only post messages ------------------------------------------------
+
+    async def _alerts_loop(self) -> None:
+        interval = self.settings.alerts.refresh
+        while True:
+            self._wake.clear()
+            try:
+                statuses = await self.alerts_source.refresh()
+            except ConfigError as exc:
+                self.post_message(AlertsFailed(exc.report().removeprefix("oncall: ")))
+            except Exception as exc:  # a broken refresh is shown and tried again, never fatal
+                self.post_message(AlertsFailed(_describe(exc)))
+            else:
+                self.post_message(AlertsRefreshed(statuses, self.clock()))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
+
+    async def _checklist(self, alert: str, generation: int, status: RuleStatus | None) -> None:
+        end = ChecklistEnded(alert, generation)
+        try:
+            async for event in self.checklists.run(alert, status):
+                self.post_message(ChecklistProgress(alert, generation, event))
+        except NoRunbook as exc:
+            end = ChecklistEnded(alert, generation, str(exc), "no runbook")
+        except ConfigError as exc:
+            end = ChecklistEnded(alert, generation, exc.report(), "runbook invalid")
+        except Exception as exc:  # shown on the board and the incident screen, never fatal
+            end = ChecklistEnded(alert, generation, _describe(exc), "error")
+        self.post_message(end)
+
+    # -- what the screens and the user ask for -------------------------------------------
+
+    def refresh_alerts_now(self) -> None:
+        """Wake the refresh loop: states now rather than at the next interval."""
+        self._wake.set()
+
+    def start_checklist(self, alert: str, *, auto: bool = False) -> None:
+        """Start a run of `alert`'s checklist; a run still going for it is cancelled."""
+        run = self.book.start_run(alert, self.clock(), auto=auto)
+        status = self.book.statuses.get(alert)
+        self.run_worker(
+            self._checklist(alert, run.generation, status),
+            name=f"checklist {alert}",
+            group=f"checklist:{alert}",
+            exclusive=True,
+            exit_on_error=False,
+            description=f"run the checklist of {alert}",
+        )
+        self.repaint(alert)
+
+    def open_incident(self, alert: str) -> None:
+        """The incident screen of `alert`; its checklist starts now if it never ran."""
+        if alert not in self.book.runs:
+            self.start_checklist(alert)
+        self.push_screen(IncidentScreen(alert, self.settings, self.book, self.clock))
+
+    def repaint(self, alert: str | None = None) -> None:
+        """Show the book's state on the board and on the incident screen on top, if any."""
+        self.board.show()
+        top = self.screen
+        if isinstance(top, IncidentScreen) and (alert is None or top.alert == alert):
+            top.show()
+
+    def _start_due(self) -> None:
+        for alert in self.book.due(self.clock()):
+            self.start_checklist(alert, auto=True)
+
+    def _tick(self) -> None:
+        self._start_due()
+        self.repaint()
+
+    # -- message handlers ------------------------------------------------------------------
+
+    def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
+        self.book.update(message.statuses, message.at)
+        self._start_due()
+        self.repaint()
+
+    def on_alerts_failed(self, message: AlertsFailed) -> None:
+        self.book.refresh_error = message.error
+        self.repaint()
+
+    def on_checklist_progress(self, message: ChecklistProgress) -> None:
+        run = self.book.current(message.alert, message.generation)
+        if run is not None:
+            run.apply(message.event)
+            self.repaint(message.alert)
+
+    def on_checklist_ended(self, message: ChecklistEnded) -> None:
+        run = self.book.current(message.alert, message.generation)
+        if run is None:
+            return  # a replaced run's last word
+        run.finished_at = self.clock()
+        run.error, run.error_short = message.error, message.error_short
+        self._start_due()
+        self.repaint(message.alert)
+
+    def on_open_incident(self, message: OpenIncident) -> None:
+        self.open_incident(message.alert)
+
+    def on_rerun_checklist(self, message: RerunChecklist) -> None:
+        self.start_checklist(message.alert)
+
+    def on_refresh_alerts(self, _message: RefreshAlerts) -> None:
+        self.refresh_alerts_now()
+
+    def action_help(self) -> None:
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            return
+        title = "incident" if isinstance(screen, IncidentScreen) else "board"
+        self.push_screen(HelpScreen(title, screen.BINDINGS, self.BINDINGS))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OncallError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,224 @@
+"""The board: every loaded alert, firing first, with its checklist's findings next to it.
+
+The screen renders from the app's `AlertBook` (attributes down) and asks the app for things by
+message (messages up): open an alert, re-run its checklist, refresh now. A refresh updates only
+the cells that changed; the table is rebuilt only when the order of the rows changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from oncall.service.app_state import RuleStatus
+from oncall.settings import Settings
+from oncall.tui.banner import banners
+from oncall.tui.format import STATE_COLOUR, STATE_SYMBOL, alert_value, duration, short_age
+from oncall.tui.messages import OpenIncident, RefreshAlerts, RerunChecklist
+from oncall.tui.paint import styled
+from oncall.tui.state import AlertBook
+
+#: (column key, header); the most telling columns first, so 80 columns show them.
+COLUMNS = (
+    ("state", "State"),
+    ("alert", "Alert"),
+    ("when", "When"),
+    ("findings", "Findings"),
+    ("value", "Value"),
+    ("evaluated", "Evaluated"),
+    ("source", "Source"),
+    ("note", "Note"),
+)
+
+#: A cell as data: its text, the theme colour it is shown in, and whether it is bold.
+Cell = tuple[str, str | None, bool]
+
+
+def when(status: RuleStatus, now: float) -> str:
+    """'fires in 1m12s' while pending, 'firing for 3m02s' while firing, 'stale 2m' if old."""
+    if status.stale_since is not None:
+        return f"stale {short_age(now - status.stale_since)}"
+    if status.state == "pending" and status.fires_in_s is not None:
+        return f"fires in {duration(status.fires_in_s)}"
+    if status.state == "firing" and status.firing_for_s is not None:
+        return f"firing for {duration(status.firing_for_s)}"
+    return ""
+
+
+def note(status: RuleStatus, now: float) -> str:
+    """Staleness and errors: 'stale 2m: prometheus at …: refused'."""
+    if status.stale_since is not None:
+        return f"stale {short_age(now - status.stale_since)}: {status.error or 'no answer'}"
+    return status.error or ""
+
+
+def findings_colour(text: str) -> str | None:
+    if text.startswith("running"):
+        return "primary"
+    if "fail" in text or "error" in text or text == "no runbook":
+        return "error"
+    if "unknown" in text or "warn" in text:
+        return "warning"
+    return "success" if text == "all ok" else None
+
+
+class BoardScreen(Screen[None]):
+    """The golden alerts of the loaded packs, live."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Open", id="board.open"),
+        Binding("slash", "filter", "Filter", key_display="/", id="board.filter"),
+        Binding("r", "rerun", "Re-run", id="board.rerun"),
+        Binding("escape", "back", "Clear filter", show=False, id="board.back"),
+    ]
+
+    def __init__(self, settings: Settings, book: AlertBook, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.settings = settings
+        self.book = book
+        self.clock = clock
+        self.filter = ""
+        self._keys: list[str] = []
+        self._cells: dict[str, tuple[Cell, ...]] = {}
+        self._composed = False  # `is_mounted` is still false while on_mount runs
+
+    def compose(self) -> ComposeResult:
+        yield from banners(self.settings)
+        table: DataTable[Text] = DataTable(id="alerts", cursor_type="row")
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        yield Static("waiting for the first refresh…", id="board-status", markup=False)
+        yield Input(placeholder="filter alerts by name, state or severity", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._composed = True
+        self.show()
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def cells(self, status: RuleStatus, now: float) -> tuple[Cell, ...]:
+        state = status.state
+        run = self.book.runs.get(status.rule.name)
+        findings = run.findings() if run is not None else ""
+        evaluated = status.last_evaluation
+        return (
+            (f"{STATE_SYMBOL[state]} {state}", STATE_COLOUR[state], state == "firing"),
+            (status.rule.name, None, state == "firing"),
+            (when(status, now), None, False),
+            (findings, findings_colour(findings), False),
+            (alert_value(status.value), None, False),
+            (f"{duration(now - evaluated)} ago" if evaluated is not None else "", None, False),
+            (status.source, None, False),
+            (note(status, now), "warning" if status.stale_since is not None else None, False),
+        )
+
+    def matches(self, status: RuleStatus) -> bool:
+        if not self.filter:
+            return True
+        wanted = self.filter.lower()
+        haystack = f"{status.rule.name} {status.state} {status.rule.severity}".lower()
+        return wanted in haystack
+
+    def rows(self) -> list[tuple[str, tuple[Cell, ...]]]:
+        """The rows shown now, in order, as data (the tests read these)."""
+        now = self.clock()
+        return [(s.rule.name, self.cells(s, now)) for s in self.book.ordered() if self.matches(s)]
+
+    def show(self) -> None:
+        """Bring the table and the status line up to date with the book."""
+        if not self._composed:
+            return
+        table: DataTable[Text] = self.query_one("#alerts", DataTable)
+        rows = self.rows()
+        keys = [key for key, _ in rows]
+        if keys != self._keys:
+            selected = self.selected_alert()
+            table.clear()
+            for key, cells in rows:
+                table.add_row(*(self._text(c) for c in cells), key=key)
+            if selected in keys:
+                table.move_cursor(row=keys.index(selected), animate=False)
+        else:
+            for key, cells in rows:
+                old = self._cells.get(key, ())
+                for (column, _), cell, before in zip(COLUMNS, cells, old, strict=False):
+                    if cell != before:
+                        table.update_cell(key, column, self._text(cell), update_width=True)
+        self._keys, self._cells = keys, dict(rows)
+        self.query_one("#board-status", Static).update(self.status_line())
+
+    def status_line(self) -> str:
+        book = self.book
+        if book.refreshed_at is None:
+            text = (
+                f"alert refresh failed: {book.refresh_error}"
+                if book.refresh_error
+                else ("waiting for the first refresh…")
+            )
+        else:
+            counts = book.counts()
+            parts = [f"{len(book.statuses)} alerts"]
+            parts += [f"{counts[s]} {s}" for s in ("firing", "pending", "unknown") if counts.get(s)]
+            parts.append(f"refreshed {duration(self.clock() - book.refreshed_at)} ago")
+            if book.refresh_error:
+                parts.append(f"last refresh failed: {book.refresh_error}")
+            text = " · ".join(parts)
+        return f"{text} · filter {self.filter!r}" if self.filter else text
+
+    def _text(self, cell: Cell) -> Text:
+        text, colour, bold = cell
+        return styled(self.app, text, colour, bold=bold)
+
+    def selected_alert(self) -> str | None:
+        table: DataTable[Text] = self.query_one("#alerts", DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return key if isinstance(key, str) else None
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def action_open(self) -> None:
+        alert = self.selected_alert()
+        if alert is not None:
+            self.post_message(OpenIncident(alert))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if isinstance(event.row_key.value, str):
+            self.post_message(OpenIncident(event.row_key.value))
+
+    def action_rerun(self) -> None:
+        self.post_message(RefreshAlerts())
+        alert = self.selected_alert()
+        if alert is not None:
+            self.post_message(RerunChecklist(alert))
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-shown")
+        box.focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("-shown")
+        self.query_one("#alerts", DataTable).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter = event.value.strip()
+        self.show()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if not self.filter:
+            event.input.remove_class("-shown")
+        self.query_one("#alerts", DataTable).focus()

@@ -1,0 +1,88 @@
+"""How the screens write states, durations, ages and numbers: plain text, no colours.
+
+Every state carries a symbol as well as a colour, so the screens read the same with NO_COLOR
+and on a monochrome terminal.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: Alert states: the symbol says it without colour.
+STATE_SYMBOL = {"firing": "●", "pending": "◐", "inactive": "○", "unknown": "?"}
+#: Theme variable of each alert state's colour.
+STATE_COLOUR = {
+    "firing": "error",
+    "pending": "warning",
+    "inactive": "success",
+    "unknown": "primary",
+}
+
+#: Step states: the checklist's statuses, plus `queued` (planned, not begun) and `running`.
+STEP_SYMBOL = {
+    "ok": "✓",
+    "warn": "!",
+    "fail": "✗",
+    "error": "E",
+    "unknown": "?",
+    "skipped": "-",
+    "running": "◌",
+    "queued": "·",
+}
+STEP_COLOUR = {
+    "ok": "success",
+    "warn": "warning",
+    "fail": "error",
+    "error": "error",
+    "unknown": "primary",
+    "skipped": "foreground-muted",
+    "running": "primary",
+    "queued": "foreground-muted",
+}
+
+
+def duration(seconds: float | None) -> str:
+    """'42s', '1m12s', '2h05m'; empty when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return ""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def short_age(seconds: float | None) -> str:
+    """The coarse age of staleness: '40s', '2m', '3h'."""
+    if seconds is None or not math.isfinite(seconds):
+        return ""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m"
+    return f"{whole // 3600}h"
+
+
+def number(value: object) -> str:
+    """An alert or evidence value: 4 significant digits, thousands separated; 'n/a' if none."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def alert_value(value: float | None) -> str:
+    return "" if value is None else number(value)
+
+
+def params_text(params: dict[str, object]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())

@@ -1,0 +1,250 @@
+"""The incident screen of one alert: its checklist streaming in, a step's evidence, proposals.
+
+Steps appear as the runbook plans them (queued), turn `running` with their age when their probe
+begins, and take their status, duration and summary when decided. The pane below shows the
+highlighted step's evidence against its thresholds, the probe's command-line equivalent and the
+reason; the proposals of the whole run are listed read-only (confirming is a later slice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from oncall.service.app_state import Proposal
+from oncall.settings import Settings
+from oncall.tui.banner import banners
+from oncall.tui.board import when
+from oncall.tui.format import (
+    STATE_COLOUR,
+    STATE_SYMBOL,
+    STEP_COLOUR,
+    STEP_SYMBOL,
+    alert_value,
+    duration,
+    number,
+    params_text,
+)
+from oncall.tui.messages import RerunChecklist
+from oncall.tui.paint import styled
+from oncall.tui.state import AlertBook, ChecklistRun, StepView
+
+COLUMNS = (("status", "Status"), ("step", "Step"), ("time", "Time"), ("summary", "Summary"))
+
+Cell = tuple[str, str | None]
+
+
+class IncidentScreen(Screen[None]):
+    """One alert, its checklist run and what the run found."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back", id="incident.back"),
+        Binding("r", "rerun", "Re-run", id="incident.rerun"),
+    ]
+
+    def __init__(
+        self, alert: str, settings: Settings, book: AlertBook, clock: Callable[[], float]
+    ) -> None:
+        super().__init__()
+        self.alert = alert
+        self.settings = settings
+        self.book = book
+        self.clock = clock
+        self._keys: list[str] = []
+        self._cells: dict[str, tuple[Cell, ...]] = {}
+        self._composed = False  # `is_mounted` is still false while on_mount runs
+
+    def compose(self) -> ComposeResult:
+        yield from banners(self.settings)
+        yield Static(id="incident-title", markup=False)
+        yield Static(id="incident-meta", markup=False)
+        table: DataTable[Text] = DataTable(id="steps", cursor_type="row")
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        with VerticalScroll(id="evidence-pane"):
+            yield Static(id="evidence", markup=False)
+        yield Static(id="proposals", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._composed = True
+        self.show()
+        self.query_one("#steps", DataTable).focus()
+
+    @property
+    def run(self) -> ChecklistRun | None:
+        return self.book.runs.get(self.alert)
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def show(self) -> None:
+        """Bring every part of the screen up to date with the run."""
+        if not self._composed:
+            return
+        now = self.clock()
+        self.query_one("#incident-title", Static).update(self.title_text())
+        self.query_one("#incident-meta", Static).update(self.meta_text(now))
+        run = self.run
+        steps = run.steps() if run is not None else []
+        table: DataTable[Text] = self.query_one("#steps", DataTable)
+        rows = [(v.id, self.cells(v, now)) for v in steps]
+        keys = [key for key, _ in rows]
+        if keys != self._keys:
+            selected = self.selected_step()
+            table.clear()
+            for key, cells in rows:
+                table.add_row(*(styled(self.app, t, c) for t, c in cells), key=key)
+            if selected in keys:
+                table.move_cursor(row=keys.index(selected), animate=False)
+        else:
+            for key, cells in rows:
+                for (column, _), cell, before in zip(COLUMNS, cells, self._cells[key], strict=True):
+                    if cell != before:
+                        table.update_cell(key, column, styled(self.app, *cell), update_width=True)
+        self._keys, self._cells = keys, dict(rows)
+        self.show_evidence()
+        self.query_one("#proposals", Static).update(self.proposals_text())
+
+    def cells(self, view: StepView, now: float) -> tuple[Cell, ...]:
+        colour = STEP_COLOUR.get(view.state)
+        status = (f"{STEP_SYMBOL.get(view.state, '?')} {view.state}", colour)
+        result = view.result
+        if result is not None:
+            time_text = f"{result.duration_s:.2f}s"
+            summary = result.summary or result.reason or ""
+        elif view.started_at is not None:
+            time_text, summary = f"running {duration(now - view.started_at)}", ""
+        else:
+            time_text, summary = "", ""
+        return (status, (view.id, None), (time_text, None), (summary, None))
+
+    def title_text(self) -> Text:
+        status = self.book.statuses.get(self.alert)
+        if status is None:
+            return Text(f"{self.alert}  (no state yet)", end="")
+        state = status.state
+        text = styled(self.app, f"{STATE_SYMBOL[state]} {state}", STATE_COLOUR[state], bold=True)
+        parts = [self.alert, status.rule.severity]
+        if status.value is not None:
+            parts.append(f"value {alert_value(status.value)}")
+        parts.append(when(status, self.clock()))
+        text.append("  " + "  ".join(p for p in parts if p))
+        return text
+
+    def meta_text(self, now: float) -> str:
+        run = self.run
+        if run is None:
+            return "no checklist run yet — r runs it"
+        steps = run.steps()
+        if run.running:
+            decided = sum(1 for v in steps if v.result is not None)
+            head = f"checklist running {duration(now - run.started_at)}"
+            head += f" · {decided}/{len(steps)} steps" if steps else " · waiting for the runbook"
+        else:
+            finished = run.finished_at if run.finished_at is not None else now
+            age = duration(now - finished)
+            if run.error and not run.results:
+                return f"checklist stopped {age} ago: {run.error}"
+            head = f"results {age} old · {run.findings()}"
+            if run.error:
+                head += f" · stopped: {run.error}"
+        return f"{head} · {run.runbook}" if run.runbook else head
+
+    def selected_step(self) -> str | None:
+        table: DataTable[Text] = self.query_one("#steps", DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return key if isinstance(key, str) else None
+
+    def show_evidence(self) -> None:
+        self.query_one("#evidence", Static).update(self.evidence_text())
+
+    def evidence_text(self) -> Text:
+        """The highlighted step: status, reason, evidence with thresholds, command line."""
+        run = self.run
+        if run is None:
+            return Text("", end="")
+        if not run.steps():
+            return Text(run.error or "waiting for the checklist to start…", end="")
+        wanted = self.selected_step()
+        view = next((v for v in run.steps() if v.id == wanted), None)
+        if view is None:
+            return Text("", end="")
+        out = Text(f"{view.title}  ({view.id})\n", style="bold", end="")
+        state_line = f"{STEP_SYMBOL.get(view.state, '?')} {view.state}"
+        out.append(styled(self.app, state_line, STEP_COLOUR.get(view.state)))
+        result = view.result
+        if result is None:
+            if not run.running:
+                out.append(": not decided, the run stopped")
+            elif view.started_at is not None:
+                out.append(
+                    f" for {duration(self.clock() - view.started_at)}: probe not answered yet"
+                )
+            else:
+                out.append(": waiting for the steps it needs, or for a free slot")
+            return out
+        out.append(f" in {result.duration_s:.2f}s · probe {result.probe}")
+        out.append(f" (timeout {result.timeout_s:g}s)\n")
+        if result.summary:
+            out.append(f"{result.summary}\n")
+        if result.reason and result.reason != result.summary:
+            out.append(f"reason: {result.reason}\n")
+        for item in result.evidence:
+            unit = f" {item.unit}" if item.unit else ""
+            line = f"  {item.label}: {number(item.value)}{unit}"
+            if item.threshold is not None:
+                line += f"  (threshold {number(item.threshold)}{unit})"
+            if item.error:
+                line += f"  [could not evaluate: {item.error}]"
+            out.append(line + "\n")
+        if result.equivalent:
+            out.append(f"$ {result.equivalent}\n", style="italic")
+        for proposal in result.proposals:
+            out.append(f"proposes: {proposal_line(proposal)}\n")
+        out.rstrip()
+        return out
+
+    def proposals_text(self) -> str:
+        run = self.run
+        proposals = [p for r in run.ordered_results() for p in r.proposals] if run else []
+        if not proposals:
+            return "Proposals: none" + (" yet" if run is not None and run.running else "")
+        lines = ["Proposals (read-only here; confirming comes in a later version):"]
+        lines += [f"  → {p.step}: {proposal_line(p)}" for p in proposals]
+        return "\n".join(lines)
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self.show_evidence()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()  # enter on a step keeps the evidence pane where it is
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_rerun(self) -> None:
+        self.post_message(RerunChecklist(self.alert))
+
+
+def proposal_line(proposal: Proposal) -> str:
+    """'Lower --max-num-seqs to 64 (set-max-num-seqs max_num_seqs=64) [dangerous]'."""
+    params = params_text(proposal.params)
+    line = f"{proposal.title} ({proposal.action}{' ' + params if params else ''})"
+    if proposal.dangerous:
+        line += " [dangerous]"
+    if proposal.error:
+        line += f" [not actionable: {proposal.error}]"
+    return line

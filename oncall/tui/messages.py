@@ -1,0 +1,63 @@
+"""Messages the app's background workers send to it: results travel as messages, never as
+widget calls from a worker (STYLE 7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from oncall.service.app_state import ChecklistEvent, RuleStatus
+
+
+@dataclass
+class AlertsRefreshed(Message):
+    """A refresh answered: every rule's state, taken at `at` (the app's clock)."""
+
+    statuses: list[RuleStatus]
+    at: float
+
+
+@dataclass
+class AlertsFailed(Message):
+    """A refresh raised instead of answering (bad rule files, an unexpected error)."""
+
+    error: str
+
+
+@dataclass
+class ChecklistProgress(Message):
+    """One event of the run `generation` of `alert`'s checklist."""
+
+    alert: str
+    generation: int
+    event: ChecklistEvent
+
+
+@dataclass
+class ChecklistEnded(Message):
+    """The run ended: every step decided, or `error` says why it stopped early."""
+
+    alert: str
+    generation: int
+    error: str | None = None
+    error_short: str | None = None
+
+
+@dataclass
+class OpenIncident(Message):
+    """The user opened an alert (enter on the board)."""
+
+    alert: str
+
+
+@dataclass
+class RerunChecklist(Message):
+    """The user asked for a fresh run of an alert's checklist (`r`)."""
+
+    alert: str
+
+
+@dataclass
+class RefreshAlerts(Message):
+    """The user asked for alert states now rather than at the next refresh."""

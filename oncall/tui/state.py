@@ -1,0 +1,161 @@
+"""What the app knows between repaints: alert states, checklist runs, and when to start one.
+
+Plain values with no Textual in them; the app changes them in its message handlers (on the
+event loop only) and the screens render from them. Times come from the app's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from oncall.service.app_state import (
+    ChecklistEvent,
+    ChecklistPlanned,
+    RuleStatus,
+    StepResult,
+    StepStarted,
+    findings_line,
+)
+
+#: A firing alert's checklist starts by itself at most this often. It runs when the alert
+#: becomes firing; an alert that flaps (firing → pending → firing) would otherwise hit every
+#: backend again each time. Re-running by hand (`r`) is not limited. A setting can come later.
+AUTO_RUN_EVERY_S = 60.0
+
+TIER = {"firing": 0, "pending": 1}
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One row of the incident screen: a planned, running or finished step."""
+
+    id: str
+    title: str
+    state: str  # queued | running | a StepStatus
+    started_at: float | None = None
+    result: StepResult | None = None
+
+
+@dataclass
+class ChecklistRun:
+    """One run of an alert's checklist, filled in as its events arrive."""
+
+    alert: str
+    generation: int
+    started_at: float
+    finished_at: float | None = None
+    runbook: str | None = None
+    planned: tuple[tuple[str, str], ...] = ()
+    started: dict[str, StepStarted] = field(default_factory=dict)
+    results: dict[str, StepResult] = field(default_factory=dict)
+    error: str | None = None
+    error_short: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.finished_at is None
+
+    def apply(self, event: ChecklistEvent) -> None:
+        if isinstance(event, ChecklistPlanned):
+            self.runbook, self.planned = event.runbook, event.steps
+        elif isinstance(event, StepStarted):
+            self.started[event.id] = event
+        else:
+            self.results[event.id] = event
+
+    def steps(self) -> list[StepView]:
+        """Every step known so far: the runbook's order, then any unplanned ones as they came."""
+        titles = dict(self.planned)
+        events: list[StepStarted | StepResult] = [*self.started.values(), *self.results.values()]
+        for event in events:
+            titles.setdefault(event.id, event.title)
+        views = []
+        for step_id, title in titles.items():
+            result = self.results.get(step_id)
+            started = self.started.get(step_id)
+            if result is not None:
+                views.append(StepView(step_id, title, result.status, result.started_at, result))
+            elif started is not None:
+                views.append(StepView(step_id, title, "running", started.started_at))
+            else:
+                views.append(StepView(step_id, title, "queued"))
+        return views
+
+    def ordered_results(self) -> list[StepResult]:
+        return [v.result for v in self.steps() if v.result is not None]
+
+    def findings(self) -> str:
+        """The board's findings column: 'running…', '2 fail · 1 unknown', 'all ok', or why not."""
+        if self.running:
+            return "running…"
+        if self.error_short is not None and not self.results:
+            return self.error_short
+        line = findings_line(self.ordered_results())
+        return f"{line} · {self.error_short}" if self.error_short else line
+
+
+@dataclass
+class AlertBook:
+    """The latest alert states, the checklist runs, and which runs are due to start."""
+
+    statuses: dict[str, RuleStatus] = field(default_factory=dict)
+    pack_order: dict[str, int] = field(default_factory=dict)
+    runs: dict[str, ChecklistRun] = field(default_factory=dict)
+    refreshed_at: float | None = None
+    refresh_error: str | None = None
+    wanted: set[str] = field(default_factory=set)
+    last_auto: dict[str, float] = field(default_factory=dict)
+    generation: int = 0
+
+    def update(self, statuses: Iterable[RuleStatus], now: float) -> None:
+        """Take a refresh's states; an alert that becomes firing wants its checklist run."""
+        fresh = {s.rule.name: s for s in statuses}
+        for name, status in fresh.items():
+            before = self.statuses.get(name)
+            if status.state == "firing" and (before is None or before.state != "firing"):
+                self.wanted.add(name)
+            elif status.state != "firing":
+                self.wanted.discard(name)
+        self.statuses = fresh
+        self.pack_order = {name: i for i, name in enumerate(fresh)}
+        self.refreshed_at, self.refresh_error = now, None
+
+    def due(self, now: float) -> list[str]:
+        """Alerts whose checklist should start by itself now (see AUTO_RUN_EVERY_S)."""
+        ready = []
+        for name in sorted(self.wanted, key=lambda n: self.pack_order.get(n, 0)):
+            run = self.runs.get(name)
+            if run is not None and run.running:
+                continue  # one run per alert at a time; it stays wanted until this one ends
+            if now - self.last_auto.get(name, float("-inf")) >= AUTO_RUN_EVERY_S:
+                ready.append(name)
+        return ready
+
+    def start_run(self, alert: str, now: float, *, auto: bool) -> ChecklistRun:
+        """A new run replaces the alert's previous one (whose late events are then ignored)."""
+        self.generation += 1
+        run = ChecklistRun(alert, self.generation, now)
+        self.runs[alert] = run
+        if auto:
+            self.wanted.discard(alert)
+            self.last_auto[alert] = now
+        return run
+
+    def current(self, alert: str, generation: int) -> ChecklistRun | None:
+        """The alert's run if it is still the one with this generation."""
+        run = self.runs.get(alert)
+        return run if run is not None and run.generation == generation else None
+
+    def ordered(self) -> list[RuleStatus]:
+        """Firing first, then pending, then the rest; the packs' order within each."""
+        return sorted(
+            self.statuses.values(),
+            key=lambda s: (TIER.get(s.state, 2), self.pack_order.get(s.rule.name, 0)),
+        )
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for status in self.statuses.values():
+            counts[status.state] = counts.get(status.state, 0) + 1
+        return counts

@@ -1,0 +1,205 @@
+"""The board, driven with Pilot against fakes at the service boundary."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
+
+from oncall.model.alerts import AlertStateName
+from oncall.service.app_state import NoRunbook, RuleStatus
+from oncall.tui.app import OncallApp
+from oncall.tui.banner import ContextBanner, ReadOnlyBanner
+from oncall.tui.board import BoardScreen
+from oncall.tui.help import HelpScreen
+from tests.tui.fakes import (
+    P99,
+    FakeAlerts,
+    FakeChecklists,
+    FakeClock,
+    board_statuses,
+    make_app,
+    p99_script,
+    status,
+    until,
+)
+
+
+def board_rows(app: OncallApp) -> list[list[str]]:
+    """The board's table as the user reads it: plain text, row by row."""
+    table: DataTable[Text] = app.board.query_one("#alerts", DataTable)
+    return [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def top(app: OncallApp) -> Screen[object]:
+    return app.screen
+
+
+async def refreshed(pilot: Pilot[None], app: OncallApp, alerts: FakeAlerts) -> None:
+    before = alerts.calls
+    app.refresh_alerts_now()
+    await until(pilot, lambda: alerts.calls > before, "a refresh")
+
+
+def findings_of(app: OncallApp, alert: str) -> str:
+    return next(row[3] for row in board_rows(app) if row[1] == alert)
+
+
+async def test_board_lists_firing_then_pending_then_the_rest() -> None:
+    app = make_app(FakeAlerts(board_statuses()))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 5, "the first refresh")
+        rows = board_rows(app)
+        assert [(r[0], r[1]) for r in rows] == [
+            ("● firing", P99),
+            ("◐ pending", "AIServiceUnavailable"),
+            ("○ inactive", "VectorSearchP999High"),
+            ("? unknown", "PromptRejectionRateHigh"),
+            ("○ inactive", "LLMOutOfMemory"),
+        ]
+        assert rows[0][2] == "firing for 3m02s"
+        assert rows[1][2:5] == ["fires in 1m12s", "", "0.031"]
+        unknown = rows[3]
+        assert unknown[2] == "stale 2m"
+        assert unknown[5] == "2m20s ago"
+        assert unknown[7] == "stale 2m: prometheus at http://127.0.0.1:9090: refused"
+        status_line = str(app.board.query_one("#board-status", Static).render())
+        assert "5 alerts · 1 firing · 1 pending · 1 unknown" in status_line
+
+
+async def test_rows_follow_state_changes_and_the_cursor_stays_on_its_alert() -> None:
+    alerts = FakeAlerts([status("A", "inactive"), status("B", "inactive")])
+    app = make_app(alerts)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 2, "the first refresh")
+        await pilot.press("down")
+        assert app.board.selected_alert() == "B"
+        alerts.statuses = [status("A", "inactive"), status("B", "pending", fires_in=30)]
+        app.refresh_alerts_now()
+        await until(pilot, lambda: board_rows(app)[0][1] == "B", "B moves up")
+        assert app.board.selected_alert() == "B"
+
+
+async def test_no_color_keeps_every_state_readable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(FakeAlerts(board_statuses()))
+    assert app.no_color
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 5, "the first refresh")
+        symbols = {row[0] for row in board_rows(app)}
+        assert symbols == {"● firing", "◐ pending", "○ inactive", "? unknown"}
+
+
+async def test_a_firing_alerts_checklist_starts_by_itself_and_the_board_shows_findings() -> None:
+    gate = asyncio.Event()
+    checklists = FakeChecklists({P99: p99_script(gate)})
+    app = make_app(FakeAlerts(board_statuses()), checklists)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: checklists.alerts == [P99], "the checklist starting")
+        await until(pilot, lambda: findings_of(app, P99) == "running…", "running… on the board")
+        assert isinstance(app.screen, type(app.board))  # nobody opened it
+        gate.set()
+        await until(
+            pilot, lambda: findings_of(app, P99) == "2 fail · 1 unknown", "findings on the board"
+        )
+        # Only the firing alert ran, once, with its state handed to the runner.
+        assert checklists.calls == [(P99, "firing")]
+        assert findings_of(app, "AIServiceUnavailable") == ""
+
+
+async def test_a_checklist_runs_again_when_the_alert_fires_again_a_minute_later() -> None:
+    alerts = FakeAlerts([status(P99, "firing")])
+    checklists = FakeChecklists()
+    clock = FakeClock()
+    app = make_app(alerts, checklists, clock=clock)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: findings_of(app, P99) == "all ok", "the first run")
+        states: tuple[AlertStateName, ...] = ("pending", "firing")
+        for state in states:
+            alerts.statuses = [status(P99, state)]
+            await refreshed(pilot, app, alerts)
+            await pilot.pause()
+        assert len(checklists.calls) == 1  # flapping within the minute: no second run
+        clock.advance(60)
+        app.refresh_alerts_now()
+        await until(pilot, lambda: len(checklists.calls) == 2, "the run after a minute")
+
+
+async def test_a_missing_runbook_shows_on_the_board() -> None:
+    checklists = FakeChecklists({P99: [NoRunbook(f"no runbook for alert {P99!r}")]})
+    app = make_app(FakeAlerts([status(P99, "firing")]), checklists)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: findings_of(app, P99) == "no runbook", "no runbook")
+
+
+async def test_filter_narrows_the_board_and_esc_clears_it() -> None:
+    app = make_app(FakeAlerts(board_statuses()))
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 5, "the first refresh")
+        await pilot.press("slash", "l", "l", "m")
+        assert [r[1] for r in board_rows(app)] == [P99, "LLMOutOfMemory"]
+        await pilot.press("enter")
+        assert isinstance(app.focused, DataTable)
+        assert len(board_rows(app)) == 2
+        await pilot.press("escape")
+        assert len(board_rows(app)) == 5
+
+
+async def test_help_lists_the_keys_with_their_ids() -> None:
+    app = make_app(FakeAlerts(board_statuses()))
+    async with app.run_test() as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one(Static).render())
+        for binding_id in ("board.open", "board.filter", "board.rerun", "app.quit", "app.help"):
+            assert binding_id in text
+        await pilot.press("escape")
+        assert isinstance(top(app), BoardScreen)
+
+
+async def test_banners_name_the_context_and_read_only() -> None:
+    app = make_app(FakeAlerts(), context={"name": "prod-eu", "production": True}, read_only=True)
+    async with app.run_test():
+        banner = app.board.query_one(ContextBanner)
+        assert "PRODUCTION" in str(banner.render())
+        assert banner.has_class("production")
+        assert "READ-ONLY" in str(app.board.query_one(ReadOnlyBanner).render())
+    plain = make_app(FakeAlerts(), context={"name": "drill"})
+    async with plain.run_test():
+        assert "context drill" in str(plain.board.query_one(ContextBanner).render())
+        assert not plain.board.query(ReadOnlyBanner)
+
+
+async def test_a_failing_refresh_is_shown_and_retried() -> None:
+    class Broken(FakeAlerts):
+        async def refresh(self) -> list[RuleStatus]:
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("rule files moved")
+            return await super().refresh()
+
+    alerts = Broken([status(P99, "inactive")])
+    app = make_app(alerts)
+    async with app.run_test() as pilot:
+        status_text = lambda: str(app.board.query_one("#board-status", Static).render())  # noqa: E731
+        await until(pilot, lambda: "rule files moved" in status_text(), "the error shown")
+        app.refresh_alerts_now()
+        await until(pilot, lambda: len(board_rows(app)) == 1, "the retry")
+    assert alerts.closed
+
+
+async def test_r_on_the_board_reruns_the_highlighted_alert_and_refreshes_now() -> None:
+    alerts = FakeAlerts([status("A", "pending", fires_in=30), status("B", "inactive")])
+    checklists = FakeChecklists()
+    app = make_app(alerts, checklists)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 2, "the first refresh")
+        calls = alerts.calls
+        await pilot.press("down", "r")
+        await until(pilot, lambda: checklists.alerts == ["B"], "B's checklist")
+        await until(pilot, lambda: alerts.calls > calls, "a refresh now")
+        await until(pilot, lambda: findings_of(app, "B") == "all ok", "B's findings")

@@ -1,0 +1,110 @@
+"""SVG snapshots of each screen state that matters, at 100x30 and at the 80x24 minimum.
+
+Every time on screen comes from a `FakeClock`, so the pictures are the same on every run.
+Accept a deliberate change with `pytest tests/tui --snapshot-update` and review the SVGs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from oncall.tui.app import OncallApp
+from tests.tui.fakes import (
+    P99,
+    FakeAlerts,
+    FakeChecklists,
+    FakeClock,
+    board_statuses,
+    make_app,
+    p99_script,
+    until,
+)
+
+SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
+
+Compare = Callable[..., bool]
+RunBefore = Callable[[Pilot[Any]], Awaitable[None]]
+
+
+def board_app(clock: FakeClock, *gates: asyncio.Event, **changes: Any) -> OncallApp:
+    checklists = FakeChecklists({P99: p99_script(*gates)})
+    return make_app(FakeAlerts(board_statuses()), checklists, clock=clock, **changes)
+
+
+def board_settled(app: OncallApp) -> bool:
+    run = app.book.runs.get(P99)
+    return app.board.selected_alert() is not None and run is not None and not run.running
+
+
+async def settle_board(pilot: Pilot[Any]) -> None:
+    app = pilot.app
+    assert isinstance(app, OncallApp)
+    await until(pilot, lambda: board_settled(app), "the board with the P99 findings")
+
+
+def open_p99(clock: FakeClock, *, finished: bool, age: float) -> RunBefore:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, OncallApp)
+        await until(pilot, lambda: app.board.selected_alert() == P99, "the board")
+        await pilot.press("enter")
+        run = app.book.runs[P99]
+        if finished:
+            await until(pilot, lambda: not run.running, "the end of the run")
+        else:
+            await until(pilot, lambda: "deployment" in run.results, "the first result")
+        clock.advance(age)
+        app.repaint()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_board_with_inactive_pending_and_firing_alerts(
+    snap_compare: Compare, size: tuple[int, int]
+) -> None:
+    app = board_app(FakeClock())
+    assert snap_compare(app, terminal_size=size, run_before=settle_board)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_incident_mid_run(snap_compare: Compare, size: tuple[int, int]) -> None:
+    clock = FakeClock()
+    app = board_app(clock, asyncio.Event())  # stops before the GPU step's answer
+    run_before = open_p99(clock, finished=False, age=12)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_incident_finished(snap_compare: Compare, size: tuple[int, int]) -> None:
+    clock = FakeClock()
+    app = board_app(clock)
+    run_before = open_p99(clock, finished=True, age=42)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_read_only_banner(snap_compare: Compare, size: tuple[int, int]) -> None:
+    app = board_app(FakeClock(), read_only=True, context={"name": "staging"})
+    assert snap_compare(app, terminal_size=size, run_before=settle_board)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_production_context(snap_compare: Compare, size: tuple[int, int]) -> None:
+    app = board_app(FakeClock(), context={"name": "prod-eu", "production": True})
+    assert snap_compare(app, terminal_size=size, run_before=settle_board)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_no_color(
+    snap_compare: Compare, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = board_app(FakeClock(), context={"name": "prod-eu", "production": True})
+    assert app.no_color
+    assert snap_compare(app, terminal_size=size, run_before=settle_board)
