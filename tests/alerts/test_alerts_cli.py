@@ -104,7 +104,13 @@ def test_the_default_packs_load(tmp_path: Path, prometheus_srv: RunningServer) -
 def test_watch_refreshes_until_interrupted(tmp_path: Path, prometheus_srv: RunningServer) -> None:
     """--watch prints a fresh table every alerts.refresh; SIGINT ends it with 130."""
     (tmp_path / "test.yaml").write_text(PACK)
-    argv = [sys.executable, "-m", "oncall", "alerts", "--watch",
+    # A shell runs background jobs with SIGINT ignored, and children inherit that (make test
+    # started with `&`): give the child Python's own Ctrl-C handler, as a terminal would.
+    start = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+        " sys.argv = ['oncall', *sys.argv[1:]]; runpy.run_module('oncall', run_name='__main__')"
+    )
+    argv = [sys.executable, "-c", start, "alerts", "--watch",
             *_args(tmp_path, prometheus_srv.url), "--set", "alerts.refresh=300ms"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
