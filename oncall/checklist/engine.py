@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -30,66 +30,41 @@ from oncall.checklist.loader import CompiledRemediation, CompiledRunbook, Compil
 from oncall.checklist.templates import Template
 from oncall.errors import BackendError
 from oncall.model.actions import ACTION_PARAMS
+from oncall.model.checklist_events import (
+    STATUS_ORDER,
+    EvidenceValue,
+    Proposal,
+    StepResult,
+    StepStarted,
+    StepStatus,
+    findings_line,
+)
 
-StepStatus = Literal["ok", "warn", "fail", "error", "unknown", "skipped"]
-STATUS_ORDER: tuple[StepStatus, ...] = ("fail", "error", "unknown", "warn", "ok", "skipped")
+# The values a run reports live in the model (the app shows them without loading this engine);
+# re-exported so that callers of the engine keep importing them from here.
+__all__ = [
+    "DECIDED",
+    "STATUS_ORDER",
+    "ChecklistEvent",
+    "Describe",
+    "EvidenceValue",
+    "Facts",
+    "ProbeRunner",
+    "Proposal",
+    "StepResult",
+    "StepStarted",
+    "StepStatus",
+    "collect",
+    "findings_line",
+    "run_checklist",
+]
+
 #: Statuses whose facts later steps may use.
 DECIDED: frozenset[str] = frozenset({"ok", "warn", "fail"})
 
 Facts = dict[str, Any]
 ProbeRunner = Callable[[CompiledStep, dict[str, Any]], Awaitable[Facts]]
 Describe = Callable[[CompiledStep, dict[str, Any]], str | None]
-
-
-@dataclass(frozen=True)
-class EvidenceValue:
-    label: str
-    value: object
-    threshold: object = None
-    unit: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """A remediation a failed step proposes, with its parameters evaluated on the evidence."""
-
-    id: str
-    action: str
-    title: str
-    params: dict[str, Any]
-    step: str
-    dangerous: bool = False
-    error: str | None = None  # parameters that did not evaluate or validate: not actionable
-
-
-@dataclass(frozen=True)
-class StepStarted:
-    id: str
-    title: str
-    started_at: float  # unix time
-
-
-@dataclass(frozen=True)
-class StepResult:
-    id: str
-    title: str
-    status: StepStatus
-    reason: str | None
-    summary: str | None
-    duration_s: float
-    started_at: float
-    probe: str
-    params: dict[str, Any]
-    equivalent: str | None
-    timeout_s: float
-    evidence: tuple[EvidenceValue, ...] = ()
-    proposals: tuple[Proposal, ...] = ()
-    facts: Facts | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 ChecklistEvent = StepStarted | StepResult
 
@@ -149,13 +124,6 @@ async def collect(
         if isinstance(e, StepResult)
     }
     return [results[s.id] for s in runbook.spec.steps]
-
-
-def findings_line(results: list[StepResult]) -> str:
-    """'2 fail · 1 unknown' — the counts that need attention, or 'all ok'."""
-    counts = {s: sum(1 for r in results if r.status == s) for s in STATUS_ORDER}
-    parts = [f"{counts[s]} {s}" for s in ("fail", "error", "unknown", "warn") if counts[s]]
-    return " · ".join(parts) if parts else "all ok"
 
 
 def _names(run: _Run, step: CompiledStep, facts: Facts | None) -> dict[str, Any]:

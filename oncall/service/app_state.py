@@ -4,6 +4,10 @@ The app asks an `AlertsSource` for the golden alerts' states and a `ChecklistRun
 alert's checklist events; `LiveAlerts` and `LiveChecklists` are the real ones (Prometheus and
 the backends of `oncall.yaml`), tests hand in fakes. The value types a screen shows are
 re-exported here so that `oncall.tui` never imports the domain engines directly (DESIGN §3).
+
+The checklist machinery (runbook loader, expressions, probes) is imported when the first
+checklist runs, not when the app starts: it is a third of a second of imports the first frame
+does not need.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from oncall.alerts.engine import AlertEngine, RuleStatus
-from oncall.checklist.engine import (
+from oncall.errors import UsageError
+from oncall.model.checklist_events import (
     STATUS_ORDER,
     EvidenceValue,
     Proposal,
@@ -24,11 +29,11 @@ from oncall.checklist.engine import (
     StepStatus,
     findings_line,
 )
-from oncall.errors import UsageError
-from oncall.probes.context import ProbeContext
 from oncall.service.alerts import alert_engine
-from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
 from oncall.settings import Settings
+
+if TYPE_CHECKING:
+    from oncall.probes.context import ProbeContext
 
 __all__ = [
     "STATUS_ORDER",
@@ -119,6 +124,17 @@ class LiveChecklists:
         self._ctx: ProbeContext | None = None
 
     async def run(self, alert: str, status: RuleStatus | None) -> AsyncIterator[ChecklistEvent]:
+        # Deferred to the first run, and in a thread: ~0.35 s of imports (pydantic runbook
+        # models, expressions, probes) that must neither delay the first frame nor block keys.
+        await asyncio.to_thread(_import_checklist_machinery)
+        from oncall.probes.context import ProbeContext
+        from oncall.service.checklists import (
+            alert_facts,
+            find_runbook,
+            load_checked,
+            stream_checklist,
+        )
+
         try:
             # File reads and expression compilation: off the event loop.
             path = await asyncio.to_thread(find_runbook, self.settings, alert)
@@ -136,3 +152,8 @@ class LiveChecklists:
         ctx, self._ctx = self._ctx, None
         if ctx is not None:
             await ctx.aclose()
+
+
+def _import_checklist_machinery() -> None:
+    import oncall.probes.context
+    import oncall.service.checklists  # noqa: F401

@@ -127,3 +127,7 @@ class Settings(Section):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     guards: GuardsSettings = Field(default_factory=GuardsSettings)
     read_only: bool = Field(False, description="Refuse every remediation; reading only.")
+    keys: dict[str, str] = Field(
+        default_factory=dict,
+        description="Keymap: binding id (listed by `?`) → key(s), e.g. {app.command: ctrl+k}.",
+    )

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.command import Provider
 from textual.screen import Screen
 
 from oncall.errors import ConfigError, OncallError
@@ -31,8 +32,22 @@ from oncall.service.app_state import (
     NoRunbook,
     RuleStatus,
 )
+from oncall.service.audit_view import AuditSource, LiveAudit
+from oncall.service.remediation import LiveRemediations, RemediationRunner
 from oncall.settings import Settings
+from oncall.tui.audit_screen import AuditScreen
 from oncall.tui.board import BoardScreen
+from oncall.tui.commands import (
+    CommandLineScreen,
+    ContextScreen,
+    OncallCommands,
+    binding_ids,
+    find_command,
+    oncall_binding_owners,
+    split_keymap,
+    unknown_command,
+    unknown_keys_text,
+)
 from oncall.tui.help import HelpScreen
 from oncall.tui.incident import IncidentScreen
 from oncall.tui.messages import (
@@ -60,7 +75,12 @@ class OncallApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "help", "Help", key_display="?", id="app.help"),
+        Binding("colon", "command_line", "Command", key_display=":", show=False, id="app.command"),
     ]
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {
+        *App.COMMANDS,
+        OncallCommands,
+    }
 
     def __init__(
         self,
@@ -68,12 +88,18 @@ class OncallApp(App[None]):
         *,
         alerts_source: AlertsSource | None = None,
         checklist_runner: ChecklistRunner | None = None,
+        audit_source: AuditSource | None = None,
+        remediation_runner: RemediationRunner | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
         self.settings = settings
         self.alerts_source = alerts_source or LiveAlerts(settings)
         self.checklists = checklist_runner or LiveChecklists(settings)
+        self.audit_source = audit_source or LiveAudit(settings)
+        self.remediation_runner = remediation_runner or LiveRemediations(
+            settings, read_only_flag=settings.read_only
+        )
         self.clock = clock
         self.book = AlertBook()
         self.board = BoardScreen(settings, self.book, clock)
@@ -83,6 +109,7 @@ class OncallApp(App[None]):
         return self.board
 
     def on_mount(self) -> None:
+        self.apply_keymap()
         self.run_worker(
             self._alerts_loop(),
             name="alerts",
@@ -154,7 +181,11 @@ class OncallApp(App[None]):
         """The incident screen of `alert`; its checklist starts now if it never ran."""
         if alert not in self.book.runs:
             self.start_checklist(alert)
-        self.push_screen(IncidentScreen(alert, self.settings, self.book, self.clock))
+        self.push_screen(
+            IncidentScreen(
+                alert, self.settings, self.book, self.clock, remediations=self.remediation_runner
+            )
+        )
 
     def repaint(self, alert: str | None = None) -> None:
         """Show the book's state on the board and on the incident screen on top, if any."""
@@ -211,7 +242,47 @@ class OncallApp(App[None]):
         if isinstance(screen, HelpScreen):
             return
         title = "incident" if isinstance(screen, IncidentScreen) else "board"
+        title = "audit" if isinstance(screen, AuditScreen) else title
         self.push_screen(HelpScreen(title, screen.BINDINGS, self.BINDINGS))
+
+    # -- `:` commands, the palette and the keymap (oncall.tui.commands) ------------------------
+
+    def apply_keymap(self) -> None:
+        """The `keys` setting over the bindings' default keys; unknown ids are reported."""
+        known = binding_ids([type(self), *oncall_binding_owners()])
+        keymap, unknown = split_keymap(self.settings.keys, known)
+        if keymap:
+            self.set_keymap(keymap)
+        if unknown:
+            self.notify(unknown_keys_text(unknown), severity="warning", timeout=15)
+
+    def action_command_line(self) -> None:
+        if not isinstance(self.screen, CommandLineScreen):
+            self.push_screen(CommandLineScreen(), self.run_command)
+
+    async def run_command(self, text: str | None) -> None:
+        """Run a `:` command as typed; an unknown one says so and changes nothing."""
+        if not text:
+            return
+        command = find_command(text)
+        if command is None:
+            self.notify(unknown_command(text), severity="error")
+            return
+        await self.run_action(command.action)
+
+    def action_show_alerts(self) -> None:
+        """`:alerts` — back to the board, whatever is on top of it."""
+        while self.screen is not self.board and len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_show_audit(self) -> None:
+        """`:audit` — the audit screen, over the board (as k9s switches views)."""
+        self.action_show_alerts()
+        self.push_screen(AuditScreen(self.settings, self.audit_source, self.clock))
+
+    def action_show_context(self) -> None:
+        if not isinstance(self.screen, ContextScreen):
+            self.push_screen(ContextScreen(self.settings))
 
 
 def _describe(exc: BaseException) -> str:

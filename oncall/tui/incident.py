@@ -3,7 +3,11 @@
 Steps appear as the runbook plans them (queued), turn `running` with their age when their probe
 begins, and take their status, duration and summary when decided. The pane below shows the
 highlighted step's evidence against its thresholds, the probe's command-line equivalent and the
-reason; the proposals of the whole run are listed read-only (confirming is a later slice).
+reason; the proposals of the whole run are listed, numbered.
+
+`p` acts on the highlighted step's proposal (or the run's first), `1`–`9` on the proposal of
+that number: the app's `remediation_runner` plans it in a worker, and its preview opens in the
+confirm modal (`ConfirmScreen`), which the worker awaits; nothing waits on the event loop.
 """
 
 from __future__ import annotations
@@ -15,13 +19,23 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
+from textual.worker import WorkerState
 
+from oncall.errors import OncallError
 from oncall.service.app_state import Proposal
+from oncall.service.remediation import (
+    AlertContext,
+    PreviewView,
+    RemediationResult,
+    RemediationRunner,
+)
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.board import when
+from oncall.tui.confirm import RESULT_LOOK, ConfirmScreen
 from oncall.tui.format import (
     STATE_COLOUR,
     STATE_SYMBOL,
@@ -40,6 +54,9 @@ COLUMNS = (("status", "Status"), ("step", "Step"), ("time", "Time"), ("summary",
 
 Cell = tuple[str, str | None]
 
+#: The worker group of remediations: one at a time, app-wide.
+REMEDIATION_GROUP = "remediation"
+
 
 class IncidentScreen(Screen[None]):
     """One alert, its checklist run and what the run found."""
@@ -47,19 +64,30 @@ class IncidentScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="incident.back"),
         Binding("r", "rerun", "Re-run", id="incident.rerun"),
+        Binding("p", "act", "Act on proposal", id="incident.act"),
+        *(Binding(str(n), f"act({n})", show=False, id=f"incident.act-{n}") for n in range(1, 10)),
     ]
 
     def __init__(
-        self, alert: str, settings: Settings, book: AlertBook, clock: Callable[[], float]
+        self,
+        alert: str,
+        settings: Settings,
+        book: AlertBook,
+        clock: Callable[[], float],
+        *,
+        remediations: RemediationRunner | None = None,
     ) -> None:
         super().__init__()
         self.alert = alert
+        self.remediations = remediations
         self.settings = settings
         self.book = book
         self.clock = clock
         self._keys: list[str] = []
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._composed = False  # `is_mounted` is still false while on_mount runs
+        #: What the last remediation started here is doing, or how it ended.
+        self.remediation_line: str | None = None
 
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
@@ -216,12 +244,19 @@ class IncidentScreen(Screen[None]):
 
     def proposals_text(self) -> str:
         run = self.run
-        proposals = [p for r in run.ordered_results() for p in r.proposals] if run else []
+        proposals = self.proposals()
+        last = [f"Last action: {self.remediation_line}"] if self.remediation_line else []
         if not proposals:
-            return "Proposals: none" + (" yet" if run is not None and run.running else "")
-        lines = ["Proposals (read-only here; confirming comes in a later version):"]
-        lines += [f"  → {p.step}: {proposal_line(p)}" for p in proposals]
+            none = "Proposals: none" + (" yet" if run is not None and run.running else "")
+            return "\n".join([*last, none])
+        lines = [*last, "Proposals (p: the highlighted step's · 1-9: by number):"]
+        lines += [f"  {i} → {p.step}: {proposal_line(p)}" for i, p in enumerate(proposals, 1)]
         return "\n".join(lines)
+
+    def proposals(self) -> list[Proposal]:
+        """Every proposal of the run, numbered from 1 in this order on screen."""
+        run = self.run
+        return [p for r in run.ordered_results() for p in r.proposals] if run else []
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -237,6 +272,103 @@ class IncidentScreen(Screen[None]):
 
     def action_rerun(self) -> None:
         self.post_message(RerunChecklist(self.alert))
+
+    def action_act(self, number: int | None = None) -> None:
+        """Remediate: proposal `number`, else the highlighted step's, else the run's first."""
+        proposals = self.proposals()
+        if number is not None:
+            if not 1 <= number <= len(proposals):
+                self.notify(f"no proposal {number}", severity="warning")
+                return
+            proposal = proposals[number - 1]
+        else:
+            step = self.selected_step()
+            own = [p for p in proposals if p.step == step]
+            candidates = own or proposals
+            if not candidates:
+                self.notify("no proposal to act on", severity="warning")
+                return
+            proposal = next((p for p in candidates if not p.error), candidates[0])
+        self.remediate(proposal)
+
+    def remediate(self, proposal: Proposal) -> None:
+        """Start `proposal` in a worker of the app: it outlives this screen once confirmed."""
+        if proposal.error:
+            self.notify(f"not actionable: {proposal.error}", severity="warning")
+            return
+        runner = self.remediations
+        if runner is None:
+            self.notify("remediations are not available here", severity="warning")
+            return
+        busy = any(
+            w.group == REMEDIATION_GROUP and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+            for w in self.app.workers
+        )
+        if busy:
+            self.notify("a remediation is in progress; wait for its result", severity="warning")
+            return
+        self.remediation_line = f"planning {proposal.title} ({proposal.action})…"
+        self.show()
+        self.app.run_worker(
+            self._remediation(runner, proposal),
+            name=f"remediation {proposal.action}",
+            group=REMEDIATION_GROUP,
+            exit_on_error=False,
+            description=f"{proposal.action} for {self.alert}",
+        )
+
+    async def _remediation(self, runner: RemediationRunner, proposal: Proposal) -> None:
+        modal: ConfirmScreen | None = None
+        run = self.run
+        evidence = run.results.get(proposal.step) if run is not None else None
+        alert = AlertContext(
+            self.alert,
+            self.book.statuses.get(self.alert),
+            latest=lambda: self.book.statuses.get(self.alert),
+        )
+
+        async def confirm(preview: PreviewView) -> bool:
+            nonlocal modal
+            modal = ConfirmScreen(preview, alert=self.alert, proposal=proposal.title)
+            self.remediation_line = f"asking to confirm {proposal.title}…"
+            self.show()
+            await self.app.push_screen(modal)
+            answer = await modal.answer
+            if answer:
+                self.remediation_line = f"running {proposal.title}…"
+                self.show()
+            return answer
+
+        def progress(line: str) -> None:
+            if modal is not None:
+                modal.post_message(ConfirmScreen.Progress(line))
+
+        try:
+            result = await runner.run(proposal, alert, evidence, confirm, progress)
+        except Exception as exc:  # shown like any other outcome, never fatal
+            result = RemediationResult("failed", _describe(exc))
+        self.remediation_line = outcome_line(result)
+        if modal is not None and modal.confirmed and modal.is_attached:
+            modal.post_message(ConfirmScreen.Finished(result))
+        else:
+            severity: SeverityLevel = "information" if result.status == "declined" else "warning"
+            self.app.notify(self.remediation_line, severity=severity)
+        self.show()
+
+
+def outcome_line(result: RemediationResult) -> str:
+    """'✗ refused (lease): bob@ops-2 is acting on … · audit 5f3a…'."""
+    symbol, _ = RESULT_LOOK.get(result.status, ("?", None))
+    line = f"{symbol} {result.message or result.status}"
+    if result.action_id:
+        line += f" · audit {result.action_id}"
+    return line
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OncallError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def proposal_line(proposal: Proposal) -> str:

@@ -1,0 +1,401 @@
+"""`:audit` — the audit log for a reviewer: records newest first, one record's details, and
+whether the hash chain is intact.
+
+The records and the verification come from an `AuditSource` (a worker reads the file in a
+thread and posts the result back as a message); the screen only renders. `/` filters by words
+and `since:1h`, enter opens the highlighted record as indented JSON, `r` reads the log again,
+esc closes the details, then the filter, then the screen. The chain's state is said in a colour
+and with a symbol, so it reads the same with NO_COLOR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import ClassVar, TypeVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from oncall.errors import OncallError
+from oncall.service.audit_view import (
+    AuditPage,
+    AuditRow,
+    AuditSource,
+    ChainStatus,
+    parse_query,
+)
+from oncall.settings import Settings
+from oncall.tui.banner import banners
+from oncall.tui.paint import styled
+
+T = TypeVar("T")
+
+COLUMNS = (
+    ("seq", "Seq"),
+    ("time", "Time (UTC)"),
+    ("user", "User"),
+    ("transition", "Transition"),
+    ("action", "Action"),
+    ("target", "Target"),
+    ("alert", "Alert"),
+    ("outcome", "Outcome"),
+)
+#: Long cells are cut so that one odd record does not push the others off the screen.
+WIDTHS = {"target": 32, "alert": 24, "outcome": 40}
+
+TRANSITION_COLOUR = {
+    "succeeded": "success",
+    "verified": "success",
+    "approved": "primary",
+    "started": "primary",
+    "failed": "error",
+    "refused": "warning",
+    "declined": "warning",
+    "rolled_back": "warning",
+}
+
+
+@dataclass
+class AuditListed(Message):
+    """The records for the filter of `generation`, or why they could not be read."""
+
+    generation: int
+    page: AuditPage | None
+    error: str | None = None
+
+
+@dataclass
+class AuditVerified(Message):
+    """The chain's verification, or why it could not be done."""
+
+    chain: ChainStatus | None
+    error: str | None = None
+
+
+@dataclass
+class AuditDetails(Message):
+    """One record as text (None: it is no longer in the log)."""
+
+    key: str
+    text: str | None
+    error: str | None = None
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, OncallError) else f"{type(exc).__name__}: {exc}"
+
+
+def _cut(text: str, width: int | None) -> str:
+    text = " ".join(text.split())
+    if width is not None and len(text) > width:
+        return text[: width - 1] + "…"
+    return text
+
+
+def chain_parts(chain: ChainStatus) -> list[tuple[str, str]]:
+    """The chain's state as (text, theme colour) parts: intact, broken, incomplete actions."""
+    records = f"{chain.count} record{'' if chain.count == 1 else 's'}"
+    if not chain.ok:
+        where = f" at {chain.where}" if chain.where else ""
+        parts = [(f"✗ BROKEN{where}: {chain.problem}", "error")]
+    elif not chain.exists:
+        parts = [(f"○ no audit log yet at {chain.path}", "foreground-muted")]
+    else:
+        parts = [(f"✓ chain intact: {records}", "success")]
+    if chain.incomplete:
+        count = len(chain.incomplete)
+        parts.append((f"! {count} action{'' if count == 1 else 's'} incomplete", "warning"))
+    return parts
+
+
+class AuditScreen(Screen[None]):
+    """The audit log: who did what, when, on which alert, with what outcome; and its chain."""
+
+    DEFAULT_CSS = """
+    #audit-title, #audit-status {
+        height: 1;
+        padding: 0 1;
+        color: $text-muted;
+    }
+    #audit-records {
+        height: 1fr;
+    }
+    #audit-details-pane {
+        display: none;
+        height: 1fr;
+        border-top: solid $border-blurred;
+        padding: 0 1;
+    }
+    #audit-chain {
+        height: auto;
+        max-height: 3;
+        padding: 0 1;
+    }
+    #audit-filter {
+        display: none;
+        height: 1;
+        border: none;
+        padding: 0 1;
+    }
+    #audit-details-pane.-shown, #audit-filter.-shown {
+        display: block;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "details", "Details", id="audit.details"),
+        Binding("slash", "filter", "Filter", key_display="/", id="audit.filter"),
+        Binding("r", "reload", "Reload", id="audit.reload"),
+        Binding("escape", "back", "Back", id="audit.back"),
+    ]
+
+    def __init__(self, settings: Settings, source: AuditSource, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.settings = settings
+        self.source = source
+        self.clock = clock
+        self.filter = ""
+        self.query_error: str | None = None
+        self.page: AuditPage | None = None
+        self.list_error: str | None = None
+        self.chain: ChainStatus | None = None
+        self.chain_error: str | None = None
+        self.details_key: str | None = None
+        self._generation = 0
+
+    def compose(self) -> ComposeResult:
+        yield from banners(self.settings)
+        yield Static("audit log · reading…", id="audit-title", markup=False)
+        table: DataTable[Text] = DataTable(id="audit-records", cursor_type="row")
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        with VerticalScroll(id="audit-details-pane"):
+            yield Static(id="audit-details", markup=False)
+        yield Static("… verifying the chain", id="audit-chain", markup=False)
+        yield Static("", id="audit-status", markup=False)
+        yield Input(placeholder="filter: words, since:1h", id="audit-filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#audit-records", DataTable).focus()
+        self.action_reload()
+
+    @property
+    def loaded(self) -> bool:
+        """Both the records and the verification have answered (the tests wait for this)."""
+        listed = self.page is not None or self.list_error is not None
+        return listed and (self.chain is not None or self.chain_error is not None)
+
+    # -- workers: they only post messages ---------------------------------------------------
+
+    def _ask(
+        self,
+        group: str,
+        question: Callable[[], Awaitable[T]],
+        answer: Callable[[T | None, str | None], Message],
+    ) -> None:
+        """Ask the source in a worker (it reads in a thread) and post the answer as a message;
+        a newer question of the same group cancels this one."""
+
+        async def work() -> None:
+            try:
+                result = await question()
+            except Exception as exc:  # shown on the screen, never fatal
+                self.post_message(answer(None, _describe(exc)))
+            else:
+                self.post_message(answer(result, None))
+
+        self.run_worker(work(), name=group, group=group, exclusive=True, exit_on_error=False)
+
+    def action_reload(self) -> None:
+        """`r`: read the records (for the current filter) and verify the chain, both anew."""
+        self.list_records()
+        self.chain, self.chain_error = None, None
+        self._ask("audit-verify", self.source.verify, AuditVerified)
+        self.show_chain()
+
+    def list_records(self) -> None:
+        try:
+            query = parse_query(self.filter, datetime.fromtimestamp(self.clock(), UTC))
+        except OncallError as exc:
+            self.query_error = str(exc)
+            self.show_status()
+            return
+        self.query_error = None
+        self._generation += 1
+        generation = self._generation
+        self._ask(
+            "audit-list",
+            lambda: self.source.records(query),
+            lambda page, error: AuditListed(generation, page, error),
+        )
+
+    # -- message handlers -------------------------------------------------------------------
+
+    def on_audit_listed(self, message: AuditListed) -> None:
+        if message.generation != self._generation:
+            return  # the answer to a filter typed over since
+        self.page, self.list_error = message.page, message.error
+        self.show_rows()
+        self.show_status()
+
+    def on_audit_verified(self, message: AuditVerified) -> None:
+        self.chain, self.chain_error = message.chain, message.error
+        self.show_chain()
+
+    def on_audit_details(self, message: AuditDetails) -> None:
+        if message.key != self.details_key:
+            return
+        if message.error is not None:
+            body = f"cannot read this record: {message.error}"
+        elif message.text is None:
+            body = "this record is no longer in the log (press r to read it again)"
+        else:
+            body = message.text
+        self.query_one("#audit-details", Static).update(body)
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def cells(self, row: AuditRow) -> list[Text]:
+        if row.problem is not None:
+            texts = ["✗", "", "", "", "", "", "", row.outcome]
+            return [styled(self.app, text, "error", bold=True) for text in texts]
+        values = {
+            "seq": str(row.seq) if row.seq is not None else "?",
+            "time": row.time,
+            "user": row.user,
+            "transition": row.transition,
+            "action": row.action,
+            "target": row.target,
+            "alert": row.alert,
+            "outcome": row.outcome,
+        }
+        out = []
+        for key, _ in COLUMNS:
+            colour = TRANSITION_COLOUR.get(row.transition) if key == "transition" else None
+            if key == "outcome" and row.outcome.startswith("guard:"):
+                colour = "warning"
+            out.append(styled(self.app, _cut(values[key], WIDTHS.get(key)), colour))
+        return out
+
+    def show_rows(self) -> None:
+        table: DataTable[Text] = self.query_one("#audit-records", DataTable)
+        selected = self.selected_key()
+        table.clear()
+        rows = self.page.rows if self.page is not None else ()
+        for row in rows:
+            table.add_row(*self.cells(row), key=row.key)
+        keys = [row.key for row in rows]
+        if selected in keys:
+            table.move_cursor(row=keys.index(selected), animate=False)
+        if self.page is not None:
+            self.query_one("#audit-title", Static).update(f"audit log · {self.page.path}")
+
+    def show_chain(self) -> None:
+        line = self.query_one("#audit-chain", Static)
+        if self.chain_error is not None:
+            line.update(
+                styled(self.app, f"? cannot verify the chain: {self.chain_error}", "warning")
+            )
+        elif self.chain is None:
+            line.update("… verifying the chain")
+        else:
+            text = Text(end="")
+            for i, (part, colour) in enumerate(chain_parts(self.chain)):
+                if i:
+                    text.append(" · ")
+                text.append_text(styled(self.app, part, colour, bold=colour == "error"))
+            line.update(text)
+
+    def status_line(self) -> str:
+        parts: list[str] = []
+        if self.list_error is not None:
+            parts.append(f"cannot read the audit log: {self.list_error}")
+        elif self.page is None:
+            parts.append("reading…")
+        else:
+            page = self.page
+            if page.matched == page.total:
+                parts.append(f"{page.total} record{'' if page.total == 1 else 's'}")
+            else:
+                parts.append(f"{page.matched} of {page.total} records match")
+            if len(page.rows) < page.matched:
+                parts.append(f"newest {len(page.rows)} shown")
+            parts.append("newest first")
+        if self.filter:
+            parts.append(f"filter {self.filter!r}")
+        if self.query_error is not None:
+            parts.append(self.query_error)
+        return " · ".join(parts)
+
+    def show_status(self) -> None:
+        self.query_one("#audit-status", Static).update(self.status_line())
+
+    def selected_key(self) -> str | None:
+        table: DataTable[Text] = self.query_one("#audit-records", DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return key if isinstance(key, str) else None
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def open_details(self, key: str) -> None:
+        self.details_key = key
+        self.query_one("#audit-details", Static).update("reading…")
+        self.query_one("#audit-details-pane").add_class("-shown")
+        self._ask(
+            "audit-details",
+            lambda: self.source.details(key),
+            lambda text, error: AuditDetails(key, text, error),
+        )
+
+    def action_details(self) -> None:
+        key = self.selected_key()
+        if key is not None:
+            self.open_details(key)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if isinstance(event.row_key.value, str):
+            self.open_details(event.row_key.value)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#audit-filter", Input)
+        box.add_class("-shown")
+        box.focus()
+
+    def action_back(self) -> None:
+        """esc: close the details, else clear the filter, else leave the screen."""
+        pane = self.query_one("#audit-details-pane")
+        box = self.query_one("#audit-filter", Input)
+        if pane.has_class("-shown"):
+            pane.remove_class("-shown")
+            self.details_key = None
+        elif box.has_class("-shown") or self.filter:
+            box.value = ""
+            box.remove_class("-shown")
+        else:
+            self.dismiss()
+            return
+        self.query_one("#audit-records", DataTable).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.filter = event.value.strip()
+        self.list_records()
+        self.show_status()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if not self.filter:
+            event.input.remove_class("-shown")
+        self.query_one("#audit-records", DataTable).focus()

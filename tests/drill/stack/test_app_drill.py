@@ -1,0 +1,120 @@
+"""The app against the drill, as an on-call engineer uses it (issue 7's walk-through).
+
+A scenario trips AIServiceUnavailable → the board shows it firing with its checklist findings
+before anyone opens it → open it → the checklist has the failing step → pick the proposal →
+the modal shows the dry run → type the target's name → verification completes → `:audit`
+shows the records. Real clients, real backends; only the terminal is Textual's headless one.
+The board's state is polled (bounded): a refresh happens every `alerts.refresh`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+from textual.pilot import Pilot
+from textual.widgets import Input, Static
+
+from oncall.tui.app import OncallApp
+from oncall.tui.audit_screen import AuditScreen
+from oncall.tui.confirm import ConfirmScreen
+from oncall.tui.incident import IncidentScreen
+from tests.drill.stack.conftest import Drill
+from tests.drill.stack.remediation_helpers import drill_settings, records
+
+ALERT = "AIServiceUnavailable"
+
+
+async def until(pilot: Pilot[None], what: str, ok: Callable[[], bool], within: float = 90) -> None:
+    deadline = time.monotonic() + within
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
+        await pilot.pause(0.2)
+
+
+def static_text(app: OncallApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_path: Path) -> None:
+    base = drill_settings(drill)
+    audit = tmp_path / "audit.jsonl"
+    settings = base.model_copy(
+        update={"audit": base.audit.model_copy(update={"path": audit}),
+                "guards": base.guards.model_copy(update={"rate_limit_actions": 100})}
+    )  # fmt: skip
+    key = settings.degradation.redis_key
+    app = OncallApp(settings)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await asyncio.to_thread(drill.cli, "inject", "gateway-unavailable")
+        try:
+            # Firing, and its checklist ran by itself: findings on the board, nobody opened it.
+            def findings_on_board() -> bool:
+                status = app.book.statuses.get(ALERT)
+                run = app.book.runs.get(ALERT)
+                return bool(status and status.state == "firing" and run and not run.running
+                            and "fail" in run.findings())  # fmt: skip
+
+            await until(pilot, "the alert firing with its findings", findings_on_board)
+            assert app.book.ordered()[0].rule.name == ALERT  # firing first
+            # The cursor stays on the alert it was on; the firing one is now the top row.
+            await pilot.press(*["up"] * len(app.book.statuses))
+            assert app.board.selected_alert() == ALERT
+            await pilot.press("enter")
+            await until(
+                pilot, "the incident screen", lambda: isinstance(app.screen, IncidentScreen)
+            )
+            run = app.book.runs[ALERT]
+            statuses = {s.id: s.status for s in run.ordered_results()}
+            assert statuses["unavailable_ratio"] == "fail"
+            assert statuses["still_undegraded"] == "fail"
+            await until(pilot, "the proposal", lambda: "degrade" in static_text(app, "#proposals"))
+            incident = app.screen
+            assert isinstance(incident, IncidentScreen)
+            number = 1 + [p.id for p in incident.proposals()].index("degrade")
+            await pilot.press(str(number))
+            await until(pilot, "the confirm modal", lambda: isinstance(app.screen, ConfirmScreen))
+            preview = static_text(app, "#confirm-preview")
+            assert "dry run" in preview and "level 0" in preview and "level 1" in preview
+            words = app.screen.query("#confirm-word")
+            if words:  # a dangerous action: the target's name, typed, then enter
+                words.first(Input).value = key
+                await pilot.pause()
+                await pilot.press("enter")
+            else:  # level 1 is not dangerous: Yes is enough
+                await pilot.press("y")
+            await until(
+                pilot,
+                "verification",
+                lambda: "verified" in static_text(app, "#confirm-progress"),
+                within=60,
+            )
+            await pilot.press("escape")  # any key closes the finished modal
+            await until(
+                pilot, "back on the incident", lambda: isinstance(app.screen, IncidentScreen)
+            )
+            await pilot.press("escape")
+            await pilot.press("colon")
+            await pilot.pause()
+            await pilot.press(*"audit", "enter")
+            await until(pilot, "the audit screen", lambda: isinstance(app.screen, AuditScreen))
+            screen = app.screen
+            assert isinstance(screen, AuditScreen)
+            await until(pilot, "the audit records and chain", lambda: screen.loaded)
+            assert screen.page is not None
+            shown = [(row.transition, row.action) for row in screen.page.rows]
+            assert ("verified", "set-degradation-level") in shown
+            assert screen.chain is not None and screen.chain.ok and not screen.chain.incomplete
+            assert "chain intact" in static_text(app, "#audit-chain")
+        finally:
+            await asyncio.to_thread(drill.cli, "clear")
+            url = drill.state["urls"]["redis"]
+            with redis.Redis.from_url(url, decode_responses=True) as client:
+                client.set(key, "0")
+    transitions = [r["transition"] for r in records(audit)]
+    assert transitions == ["proposed", "approved", "started", "succeeded", "verified"]
+    assert records(audit)[0]["alert"]["name"] == ALERT
