@@ -1,0 +1,108 @@
+"""Every backend hung (loopback listeners that accept and never answer), real clients: the app
+keeps answering keys, alerts show as unknown with the reason, and the incident's steps show as
+running with their age until their timeouts make them unknown."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import yaml
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.widgets import DataTable
+
+from oncall.settings.loader import load_settings
+from oncall.tui.app import OncallApp
+from oncall.tui.audit_screen import AuditScreen
+from oncall.tui.board import BoardScreen
+from oncall.tui.help import HelpScreen
+from oncall.tui.incident import IncidentScreen
+from tests.harness.faults import silent_listener
+
+ALERT = "LLMHighP99Latency"
+
+
+async def until(pilot: Pilot[None], what: str, ok: Callable[[], bool], within: float = 30) -> None:
+    deadline = time.monotonic() + within
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
+        await pilot.pause(0.1)
+
+
+@contextlib.contextmanager
+def hung_settings(tmp_path: Path) -> Iterator[Path]:
+    with contextlib.ExitStack() as stack:
+        port = stack.enter_context(silent_listener())
+        url = f"http://127.0.0.1:{port}"
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "hung",
+            "clusters": [{"name": "hung", "cluster": {"server": url}}],
+            "users": [{"name": "hung", "user": {"token": "t"}}],
+            "contexts": [{"name": "hung", "context": {"cluster": "hung", "user": "hung"}}],
+        }))  # fmt: skip
+        config = tmp_path / "oncall.yaml"
+        config.write_text(yaml.safe_dump({
+            "prometheus": {"url": url, "timeout": "1s"},
+            "kubernetes": {"kubeconfig": str(kubeconfig), "namespace": "ai", "timeout": "20s"},
+            "redis": {"url": f"redis://127.0.0.1:{port}/0", "timeout": "20s"},
+            "vllm": {"urls": [url], "timeout": "20s"},
+            "gpu": {"source": "dcgm"},
+            "alerts": {"refresh": "1s"},
+            "audit": {"path": str(tmp_path / "audit.jsonl")},
+        }))  # fmt: skip
+        yield config
+
+
+async def answered(pilot: Pilot[None], app: OncallApp, key: str, screen: type) -> float:
+    """Press key; seconds until the screen it leads to is on top."""
+    started = time.monotonic()
+    await pilot.press(key)
+    await until(pilot, f"{key} answered", lambda: isinstance(app.screen, screen), within=5)
+    return time.monotonic() - started
+
+
+async def test_every_backend_hung_navigation_works_and_steps_show_their_age(
+    tmp_path: Path,
+) -> None:
+    with hung_settings(tmp_path) as config:
+        settings = load_settings(config=config).settings
+        app = OncallApp(settings)
+        async with app.run_test(size=(100, 30)) as pilot:
+            # Prometheus never answers: after its 1 s timeout every alert is unknown, with why.
+            await until(pilot, "the alerts unknown", lambda: bool(app.book.statuses) and all(
+                s.state == "unknown" for s in app.book.statuses.values()))  # fmt: skip
+            assert "timeout" in (app.book.statuses[ALERT].error or "")
+            assert await answered(pilot, app, "question_mark", HelpScreen) < 2
+            assert await answered(pilot, app, "escape", BoardScreen) < 2
+            await until(
+                pilot, "the cursor on the alert", lambda: app.board.selected_alert() == ALERT
+            )
+            await pilot.press("enter")  # no checklist ran (nothing fires): opening starts it
+            await until(pilot, "the incident", lambda: isinstance(app.screen, IncidentScreen))
+            screen = app.screen
+            assert isinstance(screen, IncidentScreen)
+
+            def running_ages() -> list[str]:
+                table: DataTable[Text] = screen.query_one("#steps", DataTable)
+                cells = [[c.plain for c in table.get_row_at(i)] for i in range(table.row_count)]
+                return [c for row in cells for c in row if c.startswith("running ")]
+
+            def aged() -> bool:
+                return any(a.endswith(("2s", "3s", "4s")) for a in running_ages())
+
+            await until(pilot, "steps running with an age of 2 s or more", aged)
+            # Keys are still answered while every probe hangs.
+            assert await answered(pilot, app, "escape", BoardScreen) < 2
+            await pilot.press("colon")
+            await pilot.press(*"audit", "enter")
+            await until(pilot, "the audit screen", lambda: isinstance(app.screen, AuditScreen), 5)
+            await pilot.press("escape")
+            await until(pilot, "the board", lambda: isinstance(app.screen, BoardScreen), 5)
+            run = app.book.runs[ALERT]
+            assert run.running  # the probes are still waiting on their 20 s timeouts
+            await pilot.press("q")
