@@ -30,10 +30,13 @@ test: lint
 demo: setup
 	./scripts/demo.sh
 
+# Short defaults; docs/PERFORMANCE.md's RSS figure comes from `tui.py --minutes 10`.
 bench: setup
 	$(BIN)/python scripts/bench/startup.py
 	$(BIN)/python scripts/bench/drill_env.py
 	$(BIN)/python scripts/bench/alerts_refresh.py
+	$(BIN)/python scripts/bench/checklist.py
+	$(BIN)/python scripts/bench/tui.py --minutes 2
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

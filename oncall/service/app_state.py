@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from oncall.alerts.engine import AlertEngine, RuleStatus
+from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import UsageError
 from oncall.model.checklist_events import (
     STATUS_ORDER,
@@ -29,7 +30,7 @@ from oncall.model.checklist_events import (
     StepStatus,
     findings_line,
 )
-from oncall.service.alerts import alert_engine
+from oncall.service.alerts import load_packs
 from oncall.settings import Settings
 
 if TYPE_CHECKING:
@@ -106,9 +107,12 @@ class LiveAlerts:
 
     async def refresh(self) -> list[RuleStatus]:
         if self._engine is None:
-            # Reads the rule files (a few ms, once); bad files raise ConfigError, and the next
-            # refresh tries again, so fixing the file is enough.
-            self._engine = await self._stack.enter_async_context(alert_engine(self.settings))
+            # In a thread: parsing the rule files with positions (~0.1 s of pure-Python YAML)
+            # and making the HTTP client (its TLS context) would hold up the first frame. Bad
+            # files raise ConfigError, and the next refresh tries again: fixing the file is enough.
+            engine = await asyncio.to_thread(_open_engine, self.settings)
+            self._stack.push_async_callback(engine.prom.aclose)
+            self._engine = engine
         return await self._engine.refresh()
 
     async def aclose(self) -> None:
@@ -152,6 +156,17 @@ class LiveChecklists:
         ctx, self._ctx = self._ctx, None
         if ctx is not None:
             await ctx.aclose()
+
+
+def _open_engine(settings: Settings) -> AlertEngine:
+    """`oncall.service.alerts.alert_engine` without the event loop: the packs, a client."""
+    token = settings.prometheus.bearer_token
+    prom = PrometheusClient(
+        settings.prometheus.url,
+        timeout=settings.prometheus.timeout,
+        bearer_token=token.get_secret_value() if token else None,
+    )
+    return AlertEngine(prom, load_packs(settings).rules, source=settings.alerts.source)
 
 
 def _import_checklist_machinery() -> None:
