@@ -7,6 +7,7 @@ hung one waits on a gate nobody opens.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -261,14 +262,20 @@ def make_app(
     )
 
 
+UNTIL_S = 15.0
+
+
 async def until(pilot: Pilot[Any], predicate: Callable[[], bool], what: str) -> None:
-    """Let the app process messages until `predicate` holds (no sleeping: each round waits
-    for the screen's pending messages and for the loop to go idle)."""
-    for _ in range(200):
-        if predicate():
-            return
-        await pilot.pause()
-    raise AssertionError(f"never happened: {what}")
+    """Let the app process messages until `predicate` holds, for at most UNTIL_S seconds.
+
+    Each round waits for the screen's pending messages and for the loop to go idle; some
+    answers come from worker threads (file reads), so the bound is time, not rounds: a loaded
+    machine must not turn a slow thread into a failure."""
+    deadline = time.monotonic() + UNTIL_S
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened within {UNTIL_S:g}s: {what}")
+        await pilot.pause(0.01)
 
 
 def p99_script(*gates: asyncio.Event) -> Script:

@@ -161,6 +161,8 @@ async def open_audit(pilot: Pilot[Any]) -> AuditScreen:
     await until(pilot, lambda: isinstance(app.screen, AuditScreen), "the audit screen")
     screen = audit_screen(app)
     await until(pilot, lambda: screen.loaded, "the records and the verification")
+    shown = len(screen.page.rows) if screen.page else 0
+    await until(pilot, lambda: len(table_rows(screen)) == shown, "the rows on screen")
     await pilot.pause()
     return screen
 
@@ -233,7 +235,7 @@ async def test_enter_shows_the_record_as_json_and_esc_steps_back() -> None:
         assert '"duration_s": 41.2' in text_of(screen, "#audit-details")
         assert "details 000004-0000abcd" in audit.calls
         await pilot.press("escape")
-        assert not pane.has_class("-shown")
+        await until(pilot, lambda: not pane.has_class("-shown"), "the details closed")
         assert isinstance(app.screen, AuditScreen)
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, BoardScreen), "the board")
