@@ -30,9 +30,11 @@ from tests.drill.stack.remediation_helpers import (
 )
 
 
-def pod_uids(drill: Drill) -> set[str]:
+def pod_uid(drill: Drill, name: str) -> str | None:
+    """The UID of pod `name` now (None when gone). Tests compare the pod they aimed at, not the
+    whole set: an earlier test's rollout may still be replacing other pods."""
     pods = kube_call(drill, lambda k: k.list_pods(NS, label_selector="app=vllm"))
-    return {p["metadata"]["uid"] for p in pods}
+    return next((p["metadata"]["uid"] for p in pods if p["metadata"]["name"] == name), None)
 
 
 def deployment_args(drill: Drill) -> list[str]:
@@ -49,13 +51,12 @@ def refused_with(audit: Path, guard: str) -> dict[str, Any]:
 
 def test_stale_pod_uid_is_refused(drill: Drill, tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    name, _ = ready_pod(drill)
-    before = pod_uids(drill)
+    name, uid = ready_pod(drill)
     run = remediate(drill, audit, "rebuild-pod", name, "--uid", "0000-stale",
                     answers=[("to confirm", name)])  # fmt: skip
     assert run.code == 1
     assert "the UID in the precondition (0000-stale) does not match" in run.output
-    assert pod_uids(drill) == before
+    assert pod_uid(drill, name) == uid
     refused_with(audit, "precondition")
     assert transitions(audit) == ["proposed", "refused"]
 
@@ -87,13 +88,12 @@ def test_args_changed_between_preview_and_execute_is_refused(drill: Drill, tmp_p
 
 def test_read_only_mode_is_refused(drill: Drill, tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    name, _ = ready_pod(drill)
-    before = pod_uids(drill)
+    name, uid = ready_pod(drill)
     run = remediate(drill, audit, "rebuild-pod", name, "--read-only",
                     answers=[("to confirm", name)])  # fmt: skip
     assert run.code == 1
     assert "refused (read-only)" in run.output
-    assert pod_uids(drill) == before
+    assert pod_uid(drill, name) == uid
     refused_with(audit, "read-only")
 
 
@@ -204,8 +204,7 @@ def test_no_secret_reaches_the_log_the_stream_the_events_or_any_output(
 )
 def test_nothing_skips_the_typed_confirmation(drill: Drill, tmp_path: Path, how: str) -> None:
     audit = tmp_path / "audit.jsonl"
-    name, _ = ready_pod(drill)
-    before = pod_uids(drill)
+    name, uid = ready_pod(drill)
     base = ["--config", str(drill.directory / "oncall.yaml"), "--set", f"audit.path={audit}"]
     argv = [sys.executable, "-m", "oncall", *base, "remediate", "rebuild-pod", name]
     stdin: Any = subprocess.DEVNULL
@@ -225,7 +224,7 @@ def test_nothing_skips_the_typed_confirmation(drill: Drill, tmp_path: Path, how:
         env=None if env is None else {**os.environ, **env},
     )  # fmt: skip
     assert result.returncode in (1, 2), result.stdout + result.stderr
-    assert pod_uids(drill) == before
+    assert pod_uid(drill, name) == uid
     if result.returncode == 1:  # it got as far as asking: refused for want of a terminal
         assert "a typed confirmation needs a terminal" in result.stdout
         refused_with(audit, "terminal")
