@@ -20,44 +20,12 @@ from oncall.alerts.local_eval import LocalEvaluator, overall_state
 from oncall.alerts.prom_source import deployed_alerting_rules, instances_of
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
-from oncall.model.alerts import AlertInstance, AlertRule, AlertStateName, SourceName
+from oncall.model.alerts import AlertInstance, AlertRule, RuleStatus, SourceName
 
 SourceSetting = Literal["auto", "prometheus", "local"]
 HISTORY_EVERY_S = 60.0
 HISTORY_SPAN_S = 3600.0
 HISTORY_POINTS = 60
-
-
-@dataclass(frozen=True)
-class RuleStatus:
-    """One rule's state after a refresh, with the instances behind it."""
-
-    rule: AlertRule
-    source: SourceName
-    state: AlertStateName
-    instances: tuple[AlertInstance, ...]
-    error: str | None = None
-    stale_since: float | None = None
-    last_evaluation: float | None = None
-
-    @property
-    def value(self) -> float | None:
-        """The most severe instance's value (firing before pending), if any."""
-        for wanted in ("firing", "pending"):
-            for instance in self.instances:
-                if instance.state == wanted and instance.value is not None:
-                    return instance.value
-        return None
-
-    @property
-    def fires_in_s(self) -> float | None:
-        waits = [i.fires_in_s for i in self.instances if i.fires_in_s is not None]
-        return min(waits) if waits and self.state == "pending" else None
-
-    @property
-    def firing_for_s(self) -> float | None:
-        times = [i.firing_for_s for i in self.instances if i.firing_for_s is not None]
-        return max(times) if times and self.state == "firing" else None
 
 
 @dataclass

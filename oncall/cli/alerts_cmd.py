@@ -13,9 +13,9 @@ import sys
 import time
 from typing import Any
 
-from oncall.alerts.engine import RuleStatus
 from oncall.cli.config_cmd import load_from_args
 from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE
+from oncall.model.alerts import RuleStatus
 from oncall.service.alerts import AlertsReport, alert_engine
 
 

@@ -8,6 +8,7 @@ and exits with its code (DESIGN §5: 0 all well, 1 something found, 2 usage or c
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -130,8 +131,17 @@ def _run_check(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _run_app(args: argparse.Namespace) -> int:
+def prepare_app_start() -> None:
+    """What the process does before importing the app (also called by scripts/bench/tui.py)."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # Start-up creates objects by the hundred thousand (imports, CSS, the first compose), and
+    # the collector walks them again and again: a seventh of the time to the first frame on
+    # two cores (scripts/bench/tui.py). The app turns it back on after its first frame.
+    gc.disable()
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    prepare_app_start()
     from oncall.cli.config_cmd import load_from_args
 
     settings = load_from_args(args).settings

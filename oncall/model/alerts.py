@@ -54,3 +54,35 @@ class AlertInstance:
     source: SourceName
     error: str | None = None
     stale_since: float | None = None
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    """One rule's state after a refresh, with the instances behind it."""
+
+    rule: AlertRule
+    source: SourceName
+    state: AlertStateName
+    instances: tuple[AlertInstance, ...]
+    error: str | None = None
+    stale_since: float | None = None
+    last_evaluation: float | None = None
+
+    @property
+    def value(self) -> float | None:
+        """The most severe instance's value (firing before pending), if any."""
+        for wanted in ("firing", "pending"):
+            for instance in self.instances:
+                if instance.state == wanted and instance.value is not None:
+                    return instance.value
+        return None
+
+    @property
+    def fires_in_s(self) -> float | None:
+        waits = [i.fires_in_s for i in self.instances if i.fires_in_s is not None]
+        return min(waits) if waits and self.state == "pending" else None
+
+    @property
+    def firing_for_s(self) -> float | None:
+        times = [i.firing_for_s for i in self.instances if i.firing_for_s is not None]
+        return max(times) if times and self.state == "firing" else None

@@ -11,10 +11,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from oncall.alerts.engine import AlertEngine, RuleStatus
+from oncall.alerts.engine import AlertEngine
 from oncall.alerts.loader import RuleSet, load_rule_files
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import ConfigError, Problem
+from oncall.model.alerts import RuleStatus
 from oncall.settings import Settings
 
 CHECKOUT_ALERTS = Path(__file__).resolve().parents[2] / "alerts"

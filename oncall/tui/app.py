@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -32,10 +33,7 @@ from oncall.service.app_state import (
     NoRunbook,
     RuleStatus,
 )
-from oncall.service.audit_view import AuditSource, LiveAudit
-from oncall.service.remediation import LiveRemediations, RemediationRunner
 from oncall.settings import Settings
-from oncall.tui.audit_screen import AuditScreen
 from oncall.tui.board import BoardScreen
 from oncall.tui.commands import (
     CommandLineScreen,
@@ -49,7 +47,6 @@ from oncall.tui.commands import (
     unknown_keys_text,
 )
 from oncall.tui.help import HelpScreen
-from oncall.tui.incident import IncidentScreen
 from oncall.tui.messages import (
     AlertsFailed,
     AlertsRefreshed,
@@ -60,6 +57,11 @@ from oncall.tui.messages import (
     RerunChecklist,
 )
 from oncall.tui.state import AlertBook
+
+if TYPE_CHECKING:
+    from oncall.service.audit_view import AuditSource
+    from oncall.service.remediation import RemediationRunner
+    from oncall.tui.incident import IncidentScreen
 
 #: How often ages on screen ("running 12s", "results 42s old") are repainted.
 AGES_EVERY_S = 1.0
@@ -96,10 +98,8 @@ class OncallApp(App[None]):
         self.settings = settings
         self.alerts_source = alerts_source or LiveAlerts(settings)
         self.checklists = checklist_runner or LiveChecklists(settings)
-        self.audit_source = audit_source or LiveAudit(settings)
-        self.remediation_runner = remediation_runner or LiveRemediations(
-            settings, read_only_flag=settings.read_only
-        )
+        self._audit_source = audit_source
+        self._remediation_runner = remediation_runner
         self.clock = clock
         self.book = AlertBook()
         self.board = BoardScreen(settings, self.book, clock)
@@ -108,8 +108,38 @@ class OncallApp(App[None]):
     def get_default_screen(self) -> Screen[None]:
         return self.board
 
+    # The incident and audit screens, and the live services behind them, are imported when
+    # first needed (or by `_warm_up`, in a thread after the first frame): the first frame
+    # shows only the board.
+
+    @property
+    def audit_source(self) -> AuditSource:
+        if self._audit_source is None:
+            from oncall.service.audit_view import LiveAudit
+
+            self._audit_source = LiveAudit(self.settings)
+        return self._audit_source
+
+    @property
+    def remediation_runner(self) -> RemediationRunner:
+        if self._remediation_runner is None:
+            from oncall.service.remediation import LiveRemediations
+
+            self._remediation_runner = LiveRemediations(
+                self.settings, read_only_flag=self.settings.read_only
+            )
+        return self._remediation_runner
+
     def on_mount(self) -> None:
         self.apply_keymap()
+        self.call_after_refresh(self._after_first_frame)
+
+    def _after_first_frame(self) -> None:
+        # `oncall` starts with the garbage collector off (oncall.cli.main): on again now. A
+        # no-op where it was never off (tests, embedding).
+        gc.enable()
+        # The first refresh imports httpx and parses the rule files in a thread; started
+        # before the first frame it would take the interpreter lock from it.
         self.run_worker(
             self._alerts_loop(),
             name="alerts",
@@ -119,6 +149,12 @@ class OncallApp(App[None]):
             description="refresh the alert states",
         )
         self.set_interval(AGES_EVERY_S, self._tick, name="ages")
+        self.run_worker(
+            asyncio.to_thread(_warm_up),
+            name="warm-up",
+            exit_on_error=False,
+            description="import the incident and audit screens",
+        )
 
     async def on_unmount(self) -> None:
         for closer in (self.alerts_source.aclose, self.checklists.aclose):
@@ -179,6 +215,8 @@ class OncallApp(App[None]):
 
     def open_incident(self, alert: str) -> None:
         """The incident screen of `alert`; its checklist starts now if it never ran."""
+        from oncall.tui.incident import IncidentScreen
+
         if alert not in self.book.runs:
             self.start_checklist(alert)
         self.push_screen(
@@ -191,7 +229,9 @@ class OncallApp(App[None]):
         """Show the book's state on the board and on the incident screen on top, if any."""
         self.board.show()
         top = self.screen
-        if isinstance(top, IncidentScreen) and (alert is None or top.alert == alert):
+        if top is self.board:
+            return
+        if isinstance(top, _incident_screen()) and (alert is None or top.alert == alert):
             top.show()
 
     def _start_due(self) -> None:
@@ -241,14 +281,15 @@ class OncallApp(App[None]):
         screen = self.screen
         if isinstance(screen, HelpScreen):
             return
-        title = "incident" if isinstance(screen, IncidentScreen) else "board"
-        title = "audit" if isinstance(screen, AuditScreen) else title
+        title = getattr(screen, "HELP_TITLE", "board")
         self.push_screen(HelpScreen(title, screen.BINDINGS, self.BINDINGS))
 
     # -- `:` commands, the palette and the keymap (oncall.tui.commands) ------------------------
 
     def apply_keymap(self) -> None:
         """The `keys` setting over the bindings' default keys; unknown ids are reported."""
+        if not self.settings.keys:
+            return  # finding every binding imports every screen: not for nothing
         known = binding_ids([type(self), *oncall_binding_owners()])
         keymap, unknown = split_keymap(self.settings.keys, known)
         if keymap:
@@ -277,12 +318,28 @@ class OncallApp(App[None]):
 
     def action_show_audit(self) -> None:
         """`:audit` — the audit screen, over the board (as k9s switches views)."""
+        from oncall.tui.audit_screen import AuditScreen
+
         self.action_show_alerts()
         self.push_screen(AuditScreen(self.settings, self.audit_source, self.clock))
 
     def action_show_context(self) -> None:
         if not isinstance(self.screen, ContextScreen):
             self.push_screen(ContextScreen(self.settings))
+
+
+def _incident_screen() -> type[IncidentScreen]:
+    from oncall.tui.incident import IncidentScreen
+
+    return IncidentScreen
+
+
+def _warm_up() -> None:
+    """Import what the first `enter` and `:audit` need, so that they do not wait for it."""
+    import oncall.service.audit_view
+    import oncall.service.remediation
+    import oncall.tui.audit_screen
+    import oncall.tui.incident  # noqa: F401
 
 
 def _describe(exc: BaseException) -> str:

@@ -118,6 +118,8 @@ def chain_parts(chain: ChainStatus) -> list[tuple[str, str]]:
 class AuditScreen(Screen[None]):
     """The audit log: who did what, when, on which alert, with what outcome; and its chain."""
 
+    HELP_TITLE: ClassVar[str] = "audit"
+
     DEFAULT_CSS = """
     #audit-title, #audit-status {
         height: 1;

@@ -71,6 +71,8 @@ def findings_colour(text: str) -> str | None:
 class BoardScreen(Screen[None]):
     """The golden alerts of the loaded packs, live."""
 
+    HELP_TITLE: ClassVar[str] = "board"
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", id="board.open"),
         Binding("slash", "filter", "Filter", key_display="/", id="board.filter"),

@@ -10,6 +10,8 @@ binding has are reported to the user instead of being silently ignored.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -216,8 +218,13 @@ def binding_ids(owners: Iterable[type[DOMNode]]) -> set[str]:
 
 
 def oncall_binding_owners() -> list[type[DOMNode]]:
-    """The app, screens and widgets of `oncall.tui` loaded so far (the app imports them all),
-    so that a new screen's bindings count for the keymap without being listed anywhere."""
+    """The app, screens and widgets of `oncall.tui`, every module of it imported first (the
+    app imports some screens only when first shown), so that a new screen's bindings count
+    for the keymap without being listed anywhere."""
+    import oncall.tui
+
+    for module in pkgutil.iter_modules(oncall.tui.__path__):
+        importlib.import_module(f"oncall.tui.{module.name}")
     found: list[type[DOMNode]] = []
     stack: list[type[DOMNode]] = [DOMNode]
     while stack:

@@ -61,6 +61,8 @@ REMEDIATION_GROUP = "remediation"
 class IncidentScreen(Screen[None]):
     """One alert, its checklist run and what the run found."""
 
+    HELP_TITLE: ClassVar[str] = "incident"
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="incident.back"),
         Binding("r", "rerun", "Re-run", id="incident.rerun"),

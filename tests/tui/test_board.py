@@ -45,8 +45,9 @@ async def refreshed(pilot: Pilot[None], app: OncallApp, alerts: FakeAlerts) -> N
     await until(pilot, lambda: alerts.calls > before, "a refresh")
 
 
-def findings_of(app: OncallApp, alert: str) -> str:
-    return next(row[3] for row in board_rows(app) if row[1] == alert)
+def findings_of(app: OncallApp, alert: str) -> str | None:
+    """The findings column of `alert`'s row; None before the first refresh put it there."""
+    return next((row[3] for row in board_rows(app) if row[1] == alert), None)
 
 
 async def test_board_lists_firing_then_pending_then_the_rest() -> None:
