@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from oncall.alerts.engine import AlertEngine, RuleStatus
+from oncall.alerts.engine import AlertEngine
 from oncall.backends.prometheus import PrometheusClient
-from oncall.model.alerts import AlertRule
+from oncall.model.alerts import AlertRule, RuleStatus
 from tests.harness.faults import http_stub, refused_port, silent_listener
 from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
