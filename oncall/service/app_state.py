@@ -79,6 +79,11 @@ class AlertsSource(Protocol):
         """Every loaded rule's state, in the packs' order."""
         ...
 
+    async def history(self) -> dict[str, list[tuple[float, float]]]:
+        """Recent values of each rule's expression for the board's sparklines: (unix time,
+        value) points of the last hour, a minute apart. Rules without any are left out."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections; called once when the app exits."""
         ...
@@ -113,6 +118,13 @@ class LiveAlerts:
             self._stack.push_async_callback(engine.prom.aclose)
             self._engine = engine
         return await self._engine.refresh()
+
+    async def history(self) -> dict[str, list[tuple[float, float]]]:
+        if self._engine is None:
+            return {}  # no refresh has opened the engine yet
+        # The engine asks again for a rule at most once a minute: one range query per rule.
+        await self._engine.refresh_history()
+        return {name: list(points) for name, points in self._engine.history.items() if points}
 
     async def aclose(self) -> None:
         self._engine = None

@@ -52,6 +52,7 @@ from oncall.tui.messages import (
     AlertsRefreshed,
     ChecklistEnded,
     ChecklistProgress,
+    HistoryRefreshed,
     OpenIncident,
     RefreshAlerts,
     RerunChecklist,
@@ -65,6 +66,9 @@ if TYPE_CHECKING:
 
 #: How often ages on screen ("running 12s", "results 42s old") are repainted.
 AGES_EVERY_S = 1.0
+#: How often the app asks for the sparklines' history; the engine itself queries a rule's
+#: range at most once a minute, so most asks cost no request.
+HISTORY_EVERY_S = 15.0
 #: Closing a backend client at exit must not hang the exit when the backend hangs.
 CLOSE_TIMEOUT_S = 2.0
 
@@ -104,6 +108,8 @@ class OncallApp(App[None]):
         self.book = AlertBook()
         self.board = BoardScreen(settings, self.book, clock)
         self._wake = asyncio.Event()
+        self._history_asked_at: float | None = None
+        self._history_running = False
 
     def get_default_screen(self) -> Screen[None]:
         return self.board
@@ -180,6 +186,15 @@ class OncallApp(App[None]):
                 async with asyncio.timeout(interval):
                     await self._wake.wait()
 
+    async def _history(self) -> None:
+        try:
+            history = await self.alerts_source.history()
+        except Exception:  # sparklines are decoration: the states show what is broken
+            return
+        finally:
+            self._history_running = False
+        self.post_message(HistoryRefreshed(history))
+
     async def _checklist(self, alert: str, generation: int, status: RuleStatus | None) -> None:
         end = ChecklistEnded(alert, generation)
         try:
@@ -248,6 +263,25 @@ class OncallApp(App[None]):
         self.book.update(message.statuses, message.at)
         self._start_due()
         self.repaint()
+        self._ask_history(message.at)
+
+    def _ask_history(self, now: float) -> None:
+        """One history request at a time, at most every HISTORY_EVERY_S, after a refresh."""
+        asked = self._history_asked_at
+        if self._history_running or (asked is not None and now - asked < HISTORY_EVERY_S):
+            return
+        self._history_asked_at, self._history_running = now, True
+        self.run_worker(
+            self._history(),
+            name="history",
+            group="history",
+            exit_on_error=False,
+            description="fetch the alerts' recent values",
+        )
+
+    def on_history_refreshed(self, message: HistoryRefreshed) -> None:
+        self.book.history = message.history
+        self.board.show()
 
     def on_alerts_failed(self, message: AlertsFailed) -> None:
         self.book.refresh_error = message.error

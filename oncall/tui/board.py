@@ -19,7 +19,14 @@ from textual.widgets import DataTable, Footer, Input, Static
 from oncall.service.app_state import RuleStatus
 from oncall.settings import Settings
 from oncall.tui.banner import banners
-from oncall.tui.format import STATE_COLOUR, STATE_SYMBOL, alert_value, duration, short_age
+from oncall.tui.format import (
+    STATE_COLOUR,
+    STATE_SYMBOL,
+    alert_value,
+    duration,
+    short_age,
+    sparkline,
+)
 from oncall.tui.messages import OpenIncident, RefreshAlerts, RerunChecklist
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook
@@ -31,10 +38,15 @@ COLUMNS = (
     ("when", "When"),
     ("findings", "Findings"),
     ("value", "Value"),
+    ("history", "Last hour"),
     ("evaluated", "Evaluated"),
     ("source", "Source"),
     ("note", "Note"),
 )
+
+#: The sparkline: the last hour, one character per five minutes.
+HISTORY_SPAN_S = 3600.0
+HISTORY_WIDTH = 12
 
 #: A cell as data: its text, the theme colour it is shown in, and whether it is bold.
 Cell = tuple[str, str | None, bool]
@@ -117,10 +129,15 @@ class BoardScreen(Screen[None]):
             (when(status, now), None, False),
             (findings, findings_colour(findings), False),
             (alert_value(status.value), None, False),
+            (self.history_of(status.rule.name, now), STATE_COLOUR[state], False),
             (f"{duration(now - evaluated)} ago" if evaluated is not None else "", None, False),
             (status.source, None, False),
             (note(status, now), "warning" if status.stale_since is not None else None, False),
         )
+
+    def history_of(self, alert: str, now: float) -> str:
+        points = self.book.history.get(alert, ())
+        return sparkline(points, now - HISTORY_SPAN_S, now, HISTORY_WIDTH)
 
     def matches(self, status: RuleStatus) -> bool:
         if not self.filter:

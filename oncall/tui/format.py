@@ -7,6 +7,7 @@ and on a monochrome terminal.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 #: Alert states: the symbol says it without colour.
 STATE_SYMBOL = {"firing": "●", "pending": "◐", "inactive": "○", "unknown": "?"}
@@ -86,3 +87,40 @@ def alert_value(value: float | None) -> str:
 
 def params_text(params: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+#: Sparkline levels, lowest first; a slot with no sample is a space.
+SPARK_LEVELS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(points: Sequence[tuple[float, float]], start: float, end: float, width: int) -> str:
+    """An alert's recent values as `width` characters, oldest on the left.
+
+    Each character is a slot of (end - start) / width seconds holding the highest finite
+    value in it; heights are scaled between the lowest and highest value shown, so a flat
+    series is a flat line. Slots without samples are spaces: a gap stays a gap.
+    """
+    if width <= 0 or end <= start:
+        return ""
+    slots: list[float | None] = [None] * width
+    span = (end - start) / width
+    for ts, value in points:
+        if not (start <= ts <= end) or not math.isfinite(value):
+            continue
+        index = min(width - 1, int((ts - start) / span))
+        current = slots[index]
+        slots[index] = value if current is None else max(current, value)
+    shown = [v for v in slots if v is not None]
+    if not shown:
+        return ""
+    low, high = min(shown), max(shown)
+    top = len(SPARK_LEVELS) - 1
+    chars = []
+    for slot in slots:
+        if slot is None:
+            chars.append(" ")
+        elif high == low:
+            chars.append(SPARK_LEVELS[0])
+        else:
+            chars.append(SPARK_LEVELS[round((slot - low) / (high - low) * top)])
+    return "".join(chars)

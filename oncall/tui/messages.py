@@ -19,6 +19,13 @@ class AlertsRefreshed(Message):
 
 
 @dataclass
+class HistoryRefreshed(Message):
+    """Recent (unix time, value) points of each rule's expression, for the sparklines."""
+
+    history: dict[str, list[tuple[float, float]]]
+
+
+@dataclass
 class AlertsFailed(Message):
     """A refresh raised instead of answering (bad rule files, an unexpected error)."""
 

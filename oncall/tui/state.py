@@ -107,6 +107,8 @@ class AlertBook:
     wanted: set[str] = field(default_factory=set)
     last_auto: dict[str, float] = field(default_factory=dict)
     generation: int = 0
+    #: Recent (unix time, value) points per alert, for the board's sparklines.
+    history: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def update(self, statuses: Iterable[RuleStatus], now: float) -> None:
         """Take a refresh's states; an alert that becomes firing wants its checklist run."""

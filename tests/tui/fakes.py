@@ -97,16 +97,27 @@ def status(
 
 
 class FakeAlerts:
-    """Answers each refresh with `statuses` as they are at that moment."""
+    """Answers each refresh with `statuses`, and each history request with `history`, as they
+    are at that moment."""
 
-    def __init__(self, statuses: Sequence[RuleStatus] = ()) -> None:
+    def __init__(
+        self,
+        statuses: Sequence[RuleStatus] = (),
+        history: dict[str, list[tuple[float, float]]] | None = None,
+    ) -> None:
         self.statuses = list(statuses)
+        self.history_points = dict(history or {})
         self.calls = 0
+        self.history_calls = 0
         self.closed = False
 
     async def refresh(self) -> list[RuleStatus]:
         self.calls += 1
         return list(self.statuses)
+
+    async def history(self) -> dict[str, list[tuple[float, float]]]:
+        self.history_calls += 1
+        return dict(self.history_points)
 
     async def aclose(self) -> None:
         self.closed = True
@@ -298,6 +309,15 @@ def p99_script(*gates: asyncio.Event) -> Script:
         ev["kv_cache.result"],
     ]
     return [item for item in script if item is not None]
+
+
+def board_history() -> dict[str, list[tuple[float, float]]]:
+    """The last hour of two of `board_statuses`' alerts, a point a minute: P99 flat at 0.5 s,
+    then climbing over the last 20 minutes; AIServiceUnavailable only in the last 15 minutes."""
+    p99 = [(T0 - 3600 + 60 * i, 0.5) for i in range(40)]
+    p99 += [(T0 - 1200 + 60 * i, 0.5 + 0.07 * i) for i in range(20)]
+    unavailable = [(T0 - 900 + 60 * i, 0.002 * i) for i in range(15)]
+    return {P99: p99, "AIServiceUnavailable": unavailable}
 
 
 def board_statuses() -> list[RuleStatus]:

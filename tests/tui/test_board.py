@@ -18,9 +18,11 @@ from oncall.tui.board import BoardScreen
 from oncall.tui.help import HelpScreen
 from tests.tui.fakes import (
     P99,
+    T0,
     FakeAlerts,
     FakeChecklists,
     FakeClock,
+    board_history,
     board_statuses,
     make_app,
     p99_script,
@@ -66,10 +68,54 @@ async def test_board_lists_firing_then_pending_then_the_rest() -> None:
         assert rows[1][2:5] == ["fires in 1m12s", "", "0.031"]
         unknown = rows[3]
         assert unknown[2] == "stale 2m"
-        assert unknown[5] == "2m20s ago"
-        assert unknown[7] == "stale 2m: prometheus at http://127.0.0.1:9090: refused"
+        assert unknown[6] == "2m20s ago"
+        assert unknown[8] == "stale 2m: prometheus at http://127.0.0.1:9090: refused"
         status_line = str(app.board.query_one("#board-status", Static).render())
         assert "5 alerts · 1 firing · 1 pending · 1 unknown" in status_line
+
+
+async def test_the_last_hour_column_draws_each_alerts_history_as_a_sparkline() -> None:
+    alerts = FakeAlerts(board_statuses(), board_history())
+    app = make_app(alerts)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: alerts.history_calls == 1, "the history asked for")
+        await until(pilot, lambda: bool(board_rows(app) and board_rows(app)[0][5]), "the sparkline")
+        by_alert = {row[1]: row[5] for row in board_rows(app)}
+        # P99 climbs over the last 20 minutes (board_history); five-minute slots, oldest left.
+        assert by_alert[P99] == "▁▁▁▁▁▁▁▁▂▄▆█"
+        # AIServiceUnavailable has no points before the last quarter of an hour: a gap.
+        assert by_alert["AIServiceUnavailable"] == "         ▁▅█"
+        assert by_alert["VectorSearchP999High"] == ""  # no history at all
+
+
+async def test_history_is_asked_for_after_a_refresh_at_most_every_15_seconds() -> None:
+    alerts = FakeAlerts([status(P99, "firing")], {P99: [(T0 - 60, 1.0), (T0 - 30, 2.0)]})
+    clock = FakeClock()
+    app = make_app(alerts, clock=clock)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: alerts.history_calls == 1, "the first history")
+        for _ in range(3):
+            await refreshed(pilot, app, alerts)
+        await pilot.pause()
+        assert alerts.history_calls == 1
+        clock.advance(15)
+        await refreshed(pilot, app, alerts)
+        await until(pilot, lambda: alerts.history_calls == 2, "the second history")
+
+
+async def test_a_failing_history_leaves_the_board_working() -> None:
+    class NoHistory(FakeAlerts):
+        async def history(self) -> dict[str, list[tuple[float, float]]]:
+            self.history_calls += 1
+            raise RuntimeError("range query refused")
+
+    alerts = NoHistory([status(P99, "firing", value=2.0)])
+    app = make_app(alerts)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: alerts.history_calls == 1, "the history asked for")
+        await refreshed(pilot, app, alerts)
+        row = board_rows(app)[0]
+        assert row[1] == P99 and row[4] == "2" and row[5] == ""
 
 
 async def test_rows_follow_state_changes_and_the_cursor_stays_on_its_alert() -> None:

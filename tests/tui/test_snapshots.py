@@ -19,6 +19,7 @@ from tests.tui.fakes import (
     FakeAlerts,
     FakeChecklists,
     FakeClock,
+    board_history,
     board_statuses,
     make_app,
     p99_script,
@@ -33,12 +34,14 @@ RunBefore = Callable[[Pilot[Any]], Awaitable[None]]
 
 def board_app(clock: FakeClock, *gates: asyncio.Event, **changes: Any) -> OncallApp:
     checklists = FakeChecklists({P99: p99_script(*gates)})
-    return make_app(FakeAlerts(board_statuses()), checklists, clock=clock, **changes)
+    alerts = FakeAlerts(board_statuses(), board_history())
+    return make_app(alerts, checklists, clock=clock, **changes)
 
 
 def board_settled(app: OncallApp) -> bool:
     run = app.book.runs.get(P99)
-    return app.board.selected_alert() is not None and run is not None and not run.running
+    settled = run is not None and not run.running and bool(app.book.history)
+    return settled and app.board.selected_alert() is not None
 
 
 async def settle_board(pilot: Pilot[Any]) -> None:
