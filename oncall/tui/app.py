@@ -108,6 +108,7 @@ class OncallApp(App[None]):
         self.book = AlertBook()
         self.board = BoardScreen(settings, self.book, clock)
         self._wake = asyncio.Event()
+        self.keymap: dict[str, str] = {}  # the `keys` setting's ids that some binding has
         self._history_asked_at: float | None = None
         self._history_running = False
 
@@ -316,7 +317,7 @@ class OncallApp(App[None]):
         if isinstance(screen, HelpScreen):
             return
         title = getattr(screen, "HELP_TITLE", "board")
-        self.push_screen(HelpScreen(title, screen.BINDINGS, self.BINDINGS))
+        self.push_screen(HelpScreen(title, screen.BINDINGS, self.BINDINGS, self.keymap))
 
     # -- `:` commands, the palette and the keymap (oncall.tui.commands) ------------------------
 
@@ -327,6 +328,7 @@ class OncallApp(App[None]):
         known = binding_ids([type(self), *oncall_binding_owners()])
         keymap, unknown = split_keymap(self.settings.keys, known)
         if keymap:
+            self.keymap = keymap
             self.set_keymap(keymap)
         if unknown:
             self.notify(unknown_keys_text(unknown), severity="warning", timeout=15)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
 from typing import Any
 
 from textual.binding import Binding
@@ -22,6 +25,7 @@ from oncall.tui.commands import (
     oncall_binding_owners,
     split_keymap,
 )
+from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.help import HelpScreen
 from oncall.tui.incident import IncidentScreen
 from tests.tui.fakes import P99, until
@@ -179,6 +183,20 @@ async def test_unknown_binding_ids_in_the_keymap_are_reported_not_fatal() -> Non
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
 
 
+async def test_help_shows_the_keys_as_remapped() -> None:
+    app = app_with(keys={"app.quit": "z", "board.filter": "ctrl+f,f3", "app.help": "f1"})
+    async with app.run_test(size=(100, 30)) as pilot:
+        await board_ready(pilot, app)
+        await pilot.press("f1")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        lines = str(app.screen.query_one(Static).render()).splitlines()
+        by_id = {line.split()[-1]: line.split()[0] for line in lines if line.count(".") == 1}
+        assert by_id["app.quit"] == "z"
+        assert by_id["board.filter"] == "^f"  # the first of two keys, as Textual writes it
+        assert by_id["app.help"] == "f1"
+        assert by_id["board.open"] == "⏎"  # not remapped: its own key (enter)
+
+
 def test_find_command_takes_colons_case_and_aliases() -> None:
     assert find_command(":audit") is not None
     assert find_command(" :Audit ") == find_command("audit")
@@ -190,7 +208,7 @@ def test_find_command_takes_colons_case_and_aliases() -> None:
 
 def test_every_binding_has_a_unique_id_the_keymap_knows() -> None:
     owners = oncall_binding_owners()
-    mine = {OncallApp, BoardScreen, IncidentScreen, AuditScreen, HelpScreen}
+    mine = {OncallApp, BoardScreen, IncidentScreen, AuditScreen, HelpScreen, ConfirmScreen}
     assert mine | {CommandLineScreen, ContextScreen} <= set(owners)
     seen: list[str] = []
     for owner in owners:
@@ -206,3 +224,21 @@ def test_split_keymap() -> None:
     keymap, unknown = split_keymap({"app.quit": "z", "x.y": "a", "a.b": "c"}, {"app.quit"})
     assert keymap == {"app.quit": "z"}
     assert unknown == ["a.b", "x.y"]
+
+
+def test_the_keymap_knows_screens_the_app_has_not_imported_yet() -> None:
+    # The app imports the incident, confirm and audit screens when first needed; the keymap
+    # must know their ids before that. A fresh interpreter, since this one imported them all.
+    code = (
+        "import sys\n"
+        "from oncall.tui.commands import binding_ids, oncall_binding_owners\n"
+        "from oncall.tui.app import OncallApp\n"
+        "assert 'oncall.tui.confirm' not in sys.modules\n"
+        "print(sorted(binding_ids([OncallApp, *oncall_binding_owners()])))\n"
+    )
+    argv = [sys.executable, "-c", code]
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    ids = ast.literal_eval(done.stdout)
+    for wanted in ("confirm.details", "confirm.no", "incident.rerun", "audit.filter", "app.quit"):
+        assert wanted in ids
