@@ -139,6 +139,12 @@ class KubeReader:
         self._core = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
 
+    @staticmethod
+    def import_client() -> None:
+        """Import the kubernetes client now (blocking, ~2 s): for callers that warm up early."""
+        import kubernetes.client
+        import kubernetes.config  # noqa: F401
+
     @classmethod
     async def open(cls, settings: KubernetesSettings) -> Self:
         """Load the kubeconfig (or in-cluster config) off the event loop and make a reader."""

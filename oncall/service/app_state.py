@@ -13,6 +13,7 @@ does not need.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -96,6 +97,10 @@ class ChecklistRunner(Protocol):
         """Events of one run: `ChecklistPlanned` first, then StepStarted / StepResult."""
         ...
 
+    def warm_up(self) -> None:
+        """Get ready for the first run ahead of time (imports); blocking, called in a thread."""
+        ...
+
     async def aclose(self) -> None:
         """Release the backend clients runs shared; called once when the app exits."""
         ...
@@ -162,6 +167,27 @@ class LiveChecklists:
         facts = alert_facts(alert, status)
         async for event in stream_checklist(self.settings, runbook, facts, ctx=self._ctx):
             yield event
+
+    def warm_up(self) -> None:
+        """Import the checklist machinery and the Kubernetes client (~2 s) now. The app calls
+        this once, in a thread, after its first alert states, so that neither the first frame
+        nor the first states wait for it, and the first checklist does not either.
+
+        The collector is paused meanwhile and the imported objects frozen after: a full
+        collection in the middle of these imports walks hundreds of thousands of new objects
+        while holding the interpreter lock (a 60-90 ms stall of the event loop,
+        scripts/bench/tui.py), and every later one would walk them again. Module objects live
+        as long as the process anyway.
+        """
+        from oncall.backends.kube import KubeReader
+
+        gc.disable()
+        try:
+            _import_checklist_machinery()
+            KubeReader.import_client()
+        finally:
+            gc.freeze()
+            gc.enable()
 
     async def aclose(self) -> None:
         ctx, self._ctx = self._ctx, None

@@ -111,6 +111,7 @@ class OncallApp(App[None]):
         self.keymap: dict[str, str] = {}  # the `keys` setting's ids that some binding has
         self._history_asked_at: float | None = None
         self._history_running = False
+        self._warmed = False
 
     def get_default_screen(self) -> Screen[None]:
         return self.board
@@ -156,11 +157,17 @@ class OncallApp(App[None]):
             description="refresh the alert states",
         )
         self.set_interval(AGES_EVERY_S, self._tick, name="ages")
+
+    def _warm_up_once(self) -> None:
+        """After the first answer about the alerts: import what opening one will need."""
+        if self._warmed:
+            return
+        self._warmed = True
         self.run_worker(
-            asyncio.to_thread(_warm_up),
+            asyncio.to_thread(_warm_up, self.checklists),
             name="warm-up",
             exit_on_error=False,
-            description="import the incident and audit screens",
+            description="import the incident and audit screens and the checklist machinery",
         )
 
     async def on_unmount(self) -> None:
@@ -194,6 +201,7 @@ class OncallApp(App[None]):
             return
         finally:
             self._history_running = False
+        self._warmed = False
         self.post_message(HistoryRefreshed(history))
 
     async def _checklist(self, alert: str, generation: int, status: RuleStatus | None) -> None:
@@ -265,6 +273,7 @@ class OncallApp(App[None]):
         self._start_due()
         self.repaint()
         self._ask_history(message.at)
+        self._warm_up_once()
 
     def _ask_history(self, now: float) -> None:
         """One history request at a time, at most every HISTORY_EVERY_S, after a refresh."""
@@ -287,6 +296,7 @@ class OncallApp(App[None]):
     def on_alerts_failed(self, message: AlertsFailed) -> None:
         self.book.refresh_error = message.error
         self.repaint()
+        self._warm_up_once()
 
     def on_checklist_progress(self, message: ChecklistProgress) -> None:
         run = self.book.current(message.alert, message.generation)
@@ -370,12 +380,14 @@ def _incident_screen() -> type[IncidentScreen]:
     return IncidentScreen
 
 
-def _warm_up() -> None:
+def _warm_up(checklists: ChecklistRunner) -> None:
     """Import what the first `enter` and `:audit` need, so that they do not wait for it."""
     import oncall.service.audit_view
     import oncall.service.remediation
     import oncall.tui.audit_screen
     import oncall.tui.incident  # noqa: F401
+
+    checklists.warm_up()
 
 
 def _describe(exc: BaseException) -> str:

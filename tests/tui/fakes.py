@@ -139,6 +139,7 @@ class FakeChecklists:
     scripts: dict[str, Script] = field(default_factory=dict)
     calls: list[tuple[str, str | None]] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
+    warmed_up: bool = False
     closed: bool = False
 
     async def run(self, alert: str, status: RuleStatus | None) -> AsyncIterator[ChecklistEvent]:
@@ -157,6 +158,9 @@ class FakeChecklists:
     @property
     def alerts(self) -> list[str]:
         return [alert for alert, _ in self.calls]
+
+    def warm_up(self) -> None:
+        self.warmed_up = True
 
     async def aclose(self) -> None:
         self.closed = True

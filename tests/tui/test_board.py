@@ -158,6 +158,18 @@ async def test_a_firing_alerts_checklist_starts_by_itself_and_the_board_shows_fi
         assert findings_of(app, "AIServiceUnavailable") == ""
 
 
+async def test_the_checklist_runner_warms_up_once_after_the_first_alert_states() -> None:
+    alerts = FakeAlerts([status(P99, "inactive")])
+    checklists = FakeChecklists()
+    app = make_app(alerts, checklists)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: checklists.warmed_up, "the warm-up")
+        assert alerts.calls >= 1  # not before the states were asked for
+        assert checklists.calls == []  # warming up runs nothing
+        workers = [w for w in app.workers if w.name == "warm-up"]
+        assert len(workers) <= 1
+
+
 async def test_a_checklist_runs_again_when_the_alert_fires_again_a_minute_later() -> None:
     alerts = FakeAlerts([status(P99, "firing")])
     checklists = FakeChecklists()
