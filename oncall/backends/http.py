@@ -1,4 +1,5 @@
-"""One HTTP exchange under a whole-call timeout, shared by the HTTP backends (Prometheus, vLLM).
+"""What the HTTP backends (Prometheus, vLLM) share: a client bound to one URL, and one
+exchange under a whole-call timeout.
 
 httpx's own timeouts bound each phase (connect, read) separately; a peer that trickles bytes
 could outlast them, so the whole call also runs under `asyncio.timeout`. Transport failures
@@ -9,7 +10,8 @@ something other than HTTP, or hung up mid-answer).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from typing import ClassVar, Self
 
 import httpx
 
@@ -32,3 +34,46 @@ async def exchange(
     except httpx.HTTPError as exc:
         detail = f"{type(exc).__name__}: {exc}"
         raise BackendError(backend, target, "bad payload", detail) from exc
+
+
+class HttpBackend:
+    """One connection pool to one backend URL; use as `async with Client(...) as c`.
+
+    Subclasses name their backend (`BACKEND`, as errors report it) and add the API calls.
+    """
+
+    BACKEND: ClassVar[str]
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            timeout=httpx.Timeout(timeout),
+            headers=dict(headers or {}),
+            transport=transport,
+            # Loopback and cluster-internal URLs: never route through an environment proxy.
+            trust_env=False,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _error(self, reason: str, detail: str = "") -> BackendError:
+        return BackendError(self.BACKEND, self.url, reason, detail)
+
+    async def _exchange(self, request: Awaitable[httpx.Response]) -> httpx.Response:
+        return await exchange(request, backend=self.BACKEND, target=self.url, within=self.timeout)

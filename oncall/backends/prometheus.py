@@ -9,12 +9,11 @@ client's timeout as a whole (connect, send, wait, read), and every failure becom
 from __future__ import annotations
 
 import json
-from typing import Any, Self
+from typing import Any
 
 import httpx
 
-from oncall.backends.http import exchange
-from oncall.errors import BackendError
+from oncall.backends.http import HttpBackend
 from oncall.model.metrics import Sample, Series
 
 BACKEND = "prometheus"
@@ -28,8 +27,10 @@ def _number(raw: object) -> float:
     return float(raw)
 
 
-class PrometheusClient:
+class PrometheusClient(HttpBackend):
     """One connection pool to one Prometheus; use as `async with PrometheusClient(...) as p`."""
+
+    BACKEND = BACKEND
 
     def __init__(
         self,
@@ -39,32 +40,11 @@ class PrometheusClient:
         bearer_token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        self.requests = 0  # how many API requests this client made (benchmarks count them)
         headers = {"Accept": "application/json"}
         if bearer_token:
             headers["Authorization"] = f"Bearer {bearer_token}"
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            timeout=httpx.Timeout(timeout),
-            headers=headers,
-            transport=transport,
-            # Loopback and cluster-internal URLs: never route through an environment proxy.
-            trust_env=False,
-        )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    def _error(self, reason: str, detail: str = "") -> BackendError:
-        return BackendError(BACKEND, self.url, reason, detail)
+        super().__init__(url, timeout=timeout, headers=headers, transport=transport)
+        self.requests = 0  # how many API requests this client made (benchmarks count them)
 
     async def _get(
         self, path: str, params: dict[str, Any] | None = None, *, post: bool = False
@@ -74,7 +54,7 @@ class PrometheusClient:
         request = (
             self._http.post(path, data=params) if post else self._http.get(path, params=params)
         )
-        response = await exchange(request, backend=BACKEND, target=self.url, within=self.timeout)
+        response = await self._exchange(request)
         try:
             body = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):

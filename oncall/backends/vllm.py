@@ -22,13 +22,12 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from oncall.backends.http import exchange
-from oncall.errors import BackendError
+from oncall.backends.http import HttpBackend
 
 BACKEND = "vllm"
 
@@ -238,8 +237,10 @@ def parse_metrics(text: str, instance: str) -> VllmMetrics:
     return VllmMetrics(instance, per_model, version, missing, totals)
 
 
-class VllmClient:
+class VllmClient(HttpBackend):
     """One connection pool to one vLLM server; use as `async with VllmClient(...) as v`."""
+
+    BACKEND = BACKEND
 
     def __init__(
         self,
@@ -249,28 +250,8 @@ class VllmClient:
         api_key: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
+        super().__init__(url, timeout=timeout, transport=transport)
         self._api_key = api_key
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            timeout=httpx.Timeout(timeout),
-            transport=transport,
-            # Loopback and cluster-internal URLs: never route through an environment proxy.
-            trust_env=False,
-        )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    def _error(self, reason: str, detail: str = "") -> BackendError:
-        return BackendError(BACKEND, self.url, reason, detail)
 
     async def _request(self, path: str) -> httpx.Response:
         """GET a path under the timeout; transport failures become BackendError."""
@@ -278,7 +259,7 @@ class VllmClient:
         if self._api_key and path.startswith("/v1"):
             headers["Authorization"] = f"Bearer {self._api_key}"
         request = self._http.get(path, headers=headers)
-        return await exchange(request, backend=BACKEND, target=self.url, within=self.timeout)
+        return await self._exchange(request)
 
     async def _json(self, path: str) -> Any:
         response = await self._request(path)
