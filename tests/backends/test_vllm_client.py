@@ -22,7 +22,7 @@ from oncall.backends.vllm import (
 )
 from oncall.drill.netutil import free_loopback_port
 from oncall.errors import BackendError
-from tests.drill.vllm.helpers import SimProcess, start_sim, stop_sim
+from tests.drill.vllm.helpers import SimProcess, sim_factory, start_sim, stop_sim
 from tests.harness.faults import http_stub
 
 MODEL = "qwen"
@@ -168,18 +168,9 @@ def sim(
 
 @pytest.fixture
 def own_sims(tmp_path: Path) -> Iterator[Callable[..., SimProcess]]:
-    """Start simulators a test may break (faults); all are stopped afterwards."""
-    started: list[SimProcess] = []
-
-    def factory(*args: str) -> SimProcess:
-        started.append(start_sim(tmp_path, *BASE_ARGS, *args))
-        return started[-1]
-
-    try:
+    """Simulators a test may break or load; all are stopped afterwards."""
+    with sim_factory(tmp_path, *BASE_ARGS) as factory:
         yield factory
-    finally:
-        for one in started:
-            stop_sim(one)
 
 
 def _version_of(sim: SimProcess) -> str:

@@ -22,7 +22,7 @@ from oncall.probes import vllm as probes
 from oncall.probes.base import Facts, Probe
 from oncall.probes.context import ProbeContext
 from oncall.settings.model import PrometheusSettings, Settings, VllmSettings
-from tests.drill.vllm.helpers import SimProcess, start_sim, stop_sim
+from tests.drill.vllm.helpers import SimProcess, sim_factory, start_sim, stop_sim
 from tests.harness.faults import refused_port, silent_listener
 from tests.harness.processes import eventually
 
@@ -88,17 +88,8 @@ def sim10(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
 @pytest.fixture
 def own_sims(tmp_path: Path) -> Iterator[Callable[..., SimProcess]]:
     """Simulators a test may break or load; all are stopped afterwards."""
-    started: list[SimProcess] = []
-
-    def factory(*args: str) -> SimProcess:
-        started.append(start_sim(tmp_path, *BASE_ARGS, *args))
-        return started[-1]
-
-    try:
+    with sim_factory(tmp_path, *BASE_ARGS) as factory:
         yield factory
-    finally:
-        for sim in started:
-            stop_sim(sim)
 
 
 async def complete(url: str, count: int, max_tokens: int, api_key: str | None = None) -> None:

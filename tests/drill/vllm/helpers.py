@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -65,6 +66,23 @@ def stop_sim(sim: SimProcess) -> None:
         except subprocess.TimeoutExpired:
             sim.proc.kill()
             sim.proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def sim_factory(directory: Path, *base_args: str) -> Iterator[Callable[..., SimProcess]]:
+    """A factory of simulators started with `base_args` and a test's own arguments; every one
+    it started is stopped on the way out (for fixtures: `with sim_factory(...) as f: yield f`)."""
+    started: list[SimProcess] = []
+
+    def factory(*args: str) -> SimProcess:
+        started.append(start_sim(directory, *base_args, *args))
+        return started[-1]
+
+    try:
+        yield factory
+    finally:
+        for sim in started:
+            stop_sim(sim)
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
