@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,6 +32,8 @@ from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml
 JUDGE_NAMES = ("alert", "vars", "facts", "steps")
 GATE_NAMES = ("alert", "vars", "steps")
 _STEP_REF = re.compile(r"\bsteps\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([^'\"]+)['\"])")
+
+Compiled = TypeVar("Compiled")
 
 
 @dataclass(frozen=True)
@@ -216,19 +218,24 @@ class _Checker:
     def _expression(
         self, path: KeyPath, text: str, names: Sequence[str], needs: Sequence[str] | None
     ) -> CompiledExpression | None:
-        try:
-            compiled = compile_expression(text, names=names)
-        except ExpressionError as exc:
-            self.add(path, exc.message, column=exc.column)
-            return None
-        self._check_step_refs(path, text, needs)
-        return compiled
+        return self._compiled(compile_expression, path, text, names, needs)
 
     def _template(
         self, path: KeyPath, text: str, names: Sequence[str], needs: Sequence[str] | None
     ) -> Template | None:
+        return self._compiled(compile_template, path, text, names, needs)
+
+    def _compiled(
+        self,
+        compile_text: Callable[..., Compiled],
+        path: KeyPath,
+        text: str,
+        names: Sequence[str],
+        needs: Sequence[str] | None,
+    ) -> Compiled | None:
+        """`text` compiled, or None with the problem recorded at `path` (and its column)."""
         try:
-            compiled = compile_template(text, names=names)
+            compiled = compile_text(text, names=names)
         except ExpressionError as exc:
             self.add(path, exc.message, column=exc.column)
             return None
