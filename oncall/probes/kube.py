@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from pydantic import Field
 
-from oncall.backends.kube import BACKEND, CLUSTER_SCOPED_KINDS, KubeReader
+from oncall.backends.kube import BACKEND, CLUSTER_SCOPED_KINDS, KubeReader, rollout_status_of
 from oncall.errors import BackendError
 from oncall.model.vllm_args import parse_max_num_seqs
 from oncall.probes.base import Facts, Probe, ProbeParams
@@ -28,7 +28,6 @@ from oncall.probes.kube_facts import (
     node_facts,
     parse_time,
     pod_facts,
-    rollout_status,
 )
 
 
@@ -221,7 +220,8 @@ async def run_deployment(ctx: ProbeContext, params: DeploymentParams) -> Facts:
     if params.container is not None and chosen is None:
         detail = f'deployment "{params.name}" has no container "{params.container}"'
         raise BackendError(BACKEND, reader.target, "not found", detail)
-    complete, message = rollout_status(dep)
+    rollout = rollout_status_of(dep)
+    complete, message = rollout.done, rollout.message
     replicas = spec.get("replicas")
     return {
         "name": meta.get("name"),

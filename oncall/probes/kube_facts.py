@@ -116,29 +116,6 @@ def event_facts(event: Obj, now: datetime) -> Facts:
     }
 
 
-def rollout_status(deployment: Obj) -> tuple[bool, str]:
-    """(complete, message) by the rule of `kubectl rollout status` (backends.md §2.3)."""
-    meta, spec = deployment.get("metadata") or {}, deployment.get("spec") or {}
-    status = deployment.get("status") or {}
-    name = meta.get("name")
-    if int(meta.get("generation") or 0) > int(status.get("observedGeneration") or 0):
-        return False, "Waiting for deployment spec update to be observed"
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
-            return False, f'deployment "{name}" exceeded its progress deadline'
-    want = spec.get("replicas")
-    updated = int(status.get("updatedReplicas") or 0)
-    if want is not None and updated < int(want):
-        return False, f"{updated} out of {want} new replicas have been updated"
-    replicas = int(status.get("replicas") or 0)
-    if replicas > updated:
-        return False, f"{replicas - updated} old replicas are pending termination"
-    available = int(status.get("availableReplicas") or 0)
-    if available < updated:
-        return False, f"{available} of {updated} updated replicas are available"
-    return True, f'deployment "{name}" successfully rolled out'
-
-
 def _gpus(resources: Any) -> int:
     value = (resources or {}).get(GPU) if isinstance(resources, dict) else None
     try:
