@@ -44,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import fcntl
+import gc
 import importlib
 import json
 import os
@@ -265,6 +266,8 @@ def child_soak(config: str, seconds: float, rerun_s: float, out: Path) -> None:
                     "alerts": len(book.statuses),
                     "firing": len(firing),
                     "runs": book.generation,
+                    "workers": len(app.workers),
+                    "objects": len(gc.get_objects()),
                 }
                 samples.write(json.dumps(row) + "\n")
                 samples.flush()
@@ -679,6 +682,13 @@ def part_rss(
     print(
         f"  alerts {rows[-1]['alerts']}, firing at the end {rows[-1]['firing']}, "
         f"checklist runs {rows[-1]['runs']}"
+    )
+    half = after[0][0]
+    workers = [r["workers"] for r in rows if r["t"] >= half]
+    objects = [r["objects"] for r in rows if r["t"] >= half]
+    print(
+        f"  second half: workers {min(workers)}-{max(workers)}; objects the collector tracks "
+        f"(not frozen) {objects[0]} -> {objects[-1]}"
     )
     base = (
         f" ({start / baseline_mb:.1f}x the bare app's {baseline_mb:.0f} MB)" if baseline_mb else ""
