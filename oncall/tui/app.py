@@ -201,7 +201,6 @@ class OncallApp(App[None]):
             return
         finally:
             self._history_running = False
-        self._warmed = False
         self.post_message(HistoryRefreshed(history))
 
     async def _checklist(self, alert: str, generation: int, status: RuleStatus | None) -> None:

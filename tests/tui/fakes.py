@@ -139,7 +139,7 @@ class FakeChecklists:
     scripts: dict[str, Script] = field(default_factory=dict)
     calls: list[tuple[str, str | None]] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
-    warmed_up: bool = False
+    warm_ups: int = 0
     closed: bool = False
 
     async def run(self, alert: str, status: RuleStatus | None) -> AsyncIterator[ChecklistEvent]:
@@ -160,7 +160,7 @@ class FakeChecklists:
         return [alert for alert, _ in self.calls]
 
     def warm_up(self) -> None:
-        self.warmed_up = True
+        self.warm_ups += 1
 
     async def aclose(self) -> None:
         self.closed = True

@@ -159,15 +159,27 @@ async def test_a_firing_alerts_checklist_starts_by_itself_and_the_board_shows_fi
 
 
 async def test_the_checklist_runner_warms_up_once_after_the_first_alert_states() -> None:
-    alerts = FakeAlerts([status(P99, "inactive")])
+    alerts = FakeAlerts([status(P99, "inactive")], {P99: [(T0 - 60, 1.0)]})
     checklists = FakeChecklists()
-    app = make_app(alerts, checklists)
+    clock = FakeClock()
+    app = make_app(alerts, checklists, clock=clock)
     async with app.run_test() as pilot:
-        await until(pilot, lambda: checklists.warmed_up, "the warm-up")
+        await until(pilot, lambda: checklists.warm_ups == 1, "the warm-up")
         assert alerts.calls >= 1  # not before the states were asked for
+        # Later refreshes and history answers do not warm up again (each warm-up freezes
+        # every object the collector tracks: again and again, that would be a leak).
+        for _ in range(3):
+            clock.advance(15)
+            asked = alerts.history_calls
+            await refreshed(pilot, app, alerts)
+
+            def answered(before: int = asked) -> bool:
+                return alerts.history_calls > before
+
+            await until(pilot, answered, "a history answer")
+        await pilot.pause()
+        assert checklists.warm_ups == 1
         assert checklists.calls == []  # warming up runs nothing
-        workers = [w for w in app.workers if w.name == "warm-up"]
-        assert len(workers) <= 1
 
 
 async def test_a_checklist_runs_again_when_the_alert_fires_again_a_minute_later() -> None:
