@@ -2,11 +2,52 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 AlertStateName = Literal["inactive", "pending", "firing", "unknown"]
 SourceName = Literal["prometheus", "local"]
+
+#: A comparison against a number literal (`> 1.2`, `< bool 0.8`, `>= 1e3`) that ends the
+#: expression or a clause of `and`/`or`/`unless`: `x > 2 * y` compares against `2 * y`.
+_COMPARISON = re.compile(
+    r"(>=|<=|==|!=|>|<)\s*(?:bool\s+)?(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+    r"(?=\s*(?:$|#|(?:and|or|unless)\b))"
+)
+_OPENING, _CLOSING = "([{", ")]}"
+
+
+def threshold_of(expr: str) -> tuple[str, float] | None:
+    """The first comparison against a number at the top level of a PromQL expression:
+    `rate(x[1m]) > 1.2` → ('>', 1.2). None when every comparison is nested in brackets or
+    against another expression: the board then shows the value alone."""
+    depth, quote, index = 0, "", 0
+    while index < len(expr):
+        char = expr[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'`":
+            quote = char
+        elif char in _OPENING:
+            depth += 1
+        elif char in _CLOSING:
+            depth -= 1
+        elif char == "#":  # a comment, to the end of its line
+            index = expr.find("\n", index)
+            if index < 0:
+                break
+        elif depth == 0 and char in "<>=!":
+            found = _COMPARISON.match(expr, index)
+            if found:
+                return found.group(1), float(found.group(2))
+            if expr[index : index + 2] in (">=", "<=", "==", "!="):
+                index += 1  # against an expression: step over both characters
+        index += 1
+    return None
 
 
 @dataclass(frozen=True)
@@ -31,6 +72,11 @@ class AlertRule:
     @property
     def severity(self) -> str:
         return self.labels.get("severity", "")
+
+    @property
+    def threshold(self) -> tuple[str, float] | None:
+        """The operator and number the expression compares against (see `threshold_of`)."""
+        return threshold_of(self.expr)
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ class BoardScreen(Screen[None]):
             (status.rule.name, None, state == "firing"),
             (when(status, now), None, False),
             (findings, findings_colour(findings), False),
-            (alert_value(status.value), None, False),
+            (alert_value(status.value, status.rule.threshold), None, False),
             (self.history_of(status.rule.name, now), STATE_COLOUR[state], False),
             (f"{duration(now - evaluated)} ago" if evaluated is not None else "", None, False),
             (status.source, None, False),

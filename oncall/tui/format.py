@@ -81,8 +81,13 @@ def number(value: object) -> str:
     return str(value)
 
 
-def alert_value(value: float | None) -> str:
-    return "" if value is None else number(value)
+def alert_value(value: float | None, threshold: tuple[str, float] | None = None) -> str:
+    """'1.84 > 1.2' (the value against the threshold its rule compares with), '> 1.2' while
+    there is no value, '1.84' when the rule has no plain threshold."""
+    limit = f"{threshold[0]} {number(threshold[1])}" if threshold else ""
+    if value is None:
+        return limit
+    return f"{number(value)} {limit}" if limit else number(value)
 
 
 def params_text(params: dict[str, object]) -> str:
