@@ -80,6 +80,14 @@ class RunbooksSettings(Section):
         default_factory=dict,
         description="Override runbook vars of the same name (a drill sets rate_window: 20s).",
     )
+    auto_run: Literal["firing", "pending", "off"] = Field(
+        "firing",
+        description="The app starts an alert's checklist by itself when it fires; pending: "
+        "also when it goes pending; off: only when asked.",
+    )
+    auto_run_every: Duration = Field(
+        60.0, description="The app starts an alert's checklist by itself at most this often."
+    )
 
 
 class DegradationSettings(Section):

@@ -57,7 +57,7 @@ from oncall.tui.messages import (
     RefreshAlerts,
     RerunChecklist,
 )
-from oncall.tui.state import AlertBook
+from oncall.tui.state import AUTO_RUN_STATES, AlertBook
 
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditSource
@@ -105,7 +105,10 @@ class OncallApp(App[None]):
         self._audit_source = audit_source
         self._remediation_runner = remediation_runner
         self.clock = clock
-        self.book = AlertBook()
+        self.book = AlertBook(
+            auto_run_states=AUTO_RUN_STATES[settings.runbooks.auto_run],
+            auto_run_every_s=settings.runbooks.auto_run_every,
+        )
         self.board = BoardScreen(settings, self.book, clock)
         self._wake = asyncio.Event()
         self.keymap: dict[str, str] = {}  # the `keys` setting's ids that some binding has

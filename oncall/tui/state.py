@@ -18,10 +18,16 @@ from oncall.service.app_state import (
     findings_line,
 )
 
-#: A firing alert's checklist starts by itself at most this often. It runs when the alert
-#: becomes firing; an alert that flaps (firing → pending → firing) would otherwise hit every
-#: backend again each time. Re-running by hand (`r`) is not limited. A setting can come later.
+#: An alert's checklist starts by itself at most this often (setting `runbooks.auto_run_every`).
+#: It runs when the alert becomes firing; an alert that flaps (firing → pending → firing)
+#: would otherwise hit every backend again each time. Re-running by hand (`r`) is not limited.
 AUTO_RUN_EVERY_S = 60.0
+#: The states whose start makes a checklist run by itself, per `runbooks.auto_run`.
+AUTO_RUN_STATES: dict[str, tuple[str, ...]] = {
+    "firing": ("firing",),
+    "pending": ("pending", "firing"),
+    "off": (),
+}
 
 TIER = {"firing": 0, "pending": 1}
 
@@ -109,28 +115,32 @@ class AlertBook:
     generation: int = 0
     #: Recent (unix time, value) points per alert, for the board's sparklines.
     history: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    auto_run_states: tuple[str, ...] = AUTO_RUN_STATES["firing"]
+    auto_run_every_s: float = AUTO_RUN_EVERY_S
 
     def update(self, statuses: Iterable[RuleStatus], now: float) -> None:
-        """Take a refresh's states; an alert that becomes firing wants its checklist run."""
+        """Take a refresh's states; an alert entering one of `auto_run_states` (firing, and
+        pending too if so set) wants its checklist run."""
         fresh = {s.rule.name: s for s in statuses}
         for name, status in fresh.items():
             before = self.statuses.get(name)
-            if status.state == "firing" and (before is None or before.state != "firing"):
+            entered = before is None or before.state != status.state
+            if status.state in self.auto_run_states and entered:
                 self.wanted.add(name)
-            elif status.state != "firing":
+            elif status.state not in self.auto_run_states:
                 self.wanted.discard(name)
         self.statuses = fresh
         self.pack_order = {name: i for i, name in enumerate(fresh)}
         self.refreshed_at, self.refresh_error = now, None
 
     def due(self, now: float) -> list[str]:
-        """Alerts whose checklist should start by itself now (see AUTO_RUN_EVERY_S)."""
+        """Alerts whose checklist should start by itself now (see `auto_run_every_s`)."""
         ready = []
         for name in sorted(self.wanted, key=lambda n: self.pack_order.get(n, 0)):
             run = self.runs.get(name)
             if run is not None and run.running:
                 continue  # one run per alert at a time; it stays wanted until this one ends
-            if now - self.last_auto.get(name, float("-inf")) >= AUTO_RUN_EVERY_S:
+            if now - self.last_auto.get(name, float("-inf")) >= self.auto_run_every_s:
                 ready.append(name)
         return ready
 

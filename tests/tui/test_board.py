@@ -160,6 +160,22 @@ async def test_a_firing_alerts_checklist_starts_by_itself_and_the_board_shows_fi
         assert findings_of(app, "AIServiceUnavailable") == ""
 
 
+async def test_the_auto_run_setting_starts_checklists_of_pending_alerts_or_none() -> None:
+    statuses = [status(P99, "pending", fires_in=30), status("AIServiceUnavailable", "firing")]
+    checklists = FakeChecklists()
+    app = make_app(FakeAlerts(statuses), checklists, runbooks={"auto_run": "pending"})
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(checklists.calls) == 2, "both checklists")
+        assert sorted(checklists.calls) == [("AIServiceUnavailable", "firing"), (P99, "pending")]
+    alerts = FakeAlerts(statuses)
+    checklists = FakeChecklists()
+    app = make_app(alerts, checklists, runbooks={"auto_run": "off"})
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 2, "the board")
+        await refreshed(pilot, app, alerts)
+        assert checklists.calls == []
+
+
 async def test_the_checklist_runner_warms_up_once_after_the_first_alert_states() -> None:
     alerts = FakeAlerts([status(P99, "inactive")], {P99: [(T0 - 60, 1.0)]})
     checklists = FakeChecklists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from oncall.tui.format import duration, number, short_age
-from oncall.tui.state import AUTO_RUN_EVERY_S, AlertBook, ChecklistRun
+from oncall.tui.state import AUTO_RUN_EVERY_S, AUTO_RUN_STATES, AlertBook, ChecklistRun
 from tests.tui.fakes import P99, T0, board_statuses, p99_events, status
 
 
@@ -34,6 +34,36 @@ def test_an_alert_becoming_firing_is_due_once_then_not_again_within_a_minute() -
     assert book.due(T0 + 25) == []
     # Still wanted: it starts once the minute since the last automatic start is over.
     assert book.due(T0 + 5 + AUTO_RUN_EVERY_S) == [P99]
+
+
+def test_with_auto_run_pending_a_pending_alert_is_due_and_firing_is_due_again() -> None:
+    book = AlertBook(auto_run_states=AUTO_RUN_STATES["pending"], auto_run_every_s=10)
+    book.update([status(P99, "inactive")], T0)
+    assert book.due(T0) == []
+    book.update([status(P99, "pending")], T0 + 1)
+    assert book.due(T0 + 1) == [P99]
+    book.start_run(P99, T0 + 1, auto=True).finished_at = T0 + 2
+    book.update([status(P99, "pending")], T0 + 20)
+    assert book.due(T0 + 20) == []  # still pending: nothing new to look at
+    book.update([status(P99, "firing")], T0 + 30)
+    assert book.due(T0 + 30) == [P99]  # it fired: evidence again
+
+
+def test_the_auto_run_interval_is_the_books_setting() -> None:
+    book = AlertBook(auto_run_every_s=10)
+    book.update([status(P99, "firing")], T0)
+    book.start_run(P99, T0, auto=True).finished_at = T0 + 1
+    book.update([status(P99, "inactive")], T0 + 2)
+    book.update([status(P99, "firing")], T0 + 3)
+    assert book.due(T0 + 9) == []
+    assert book.due(T0 + 10) == [P99]
+
+
+def test_with_auto_run_off_nothing_starts_by_itself() -> None:
+    book = AlertBook(auto_run_states=AUTO_RUN_STATES["off"])
+    book.update([status(P99, "pending")], T0)
+    book.update([status(P99, "firing")], T0 + 5)
+    assert book.due(T0 + 500) == []
 
 
 def test_a_firing_alert_that_stays_firing_does_not_run_again_by_itself() -> None:
