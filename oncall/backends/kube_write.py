@@ -307,6 +307,16 @@ class KubeWriter(KubeReader):
             previous_holder=held.holder if theirs else None,
         )
 
+    async def lease_holder(self, namespace: str, name: str) -> LeaseResult | None:
+        """Who holds the Lease `name`, since and until when (read only); None if there is none."""
+        try:
+            current = await self._call(self._coord.read_namespaced_lease, name, namespace)
+        except BackendError as exc:
+            if exc.reason == "not found":
+                return None
+            raise
+        return _lease_view(current)
+
     async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
         """Delete the Lease if `holder` holds it (resourceVersion precondition); else False."""
         from kubernetes import client

@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from oncall.audit.log import AuditLog
@@ -170,6 +171,7 @@ class Remediator:
                 verdicts.append(GuardVerdict("dry run", False, str(exc), {}))
         verdicts.append(await self.rate.check(plan_.target.key))
         verdicts.append(await self.breaker.check())
+        verdicts.append(await self._lease_holder(plan_))
         return Preview(plan_, dry_run, verdicts)
 
     async def run(
@@ -313,6 +315,29 @@ class Remediator:
         name = re.sub(r"[^a-z0-9-]+", "-", f"oncall-{plan_.target.key}".lower())
         return name[:63].rstrip("-")
 
+    async def _lease_holder(self, plan_: Plan) -> GuardVerdict:
+        """For the preview: whether someone else holds the target's Lease now. Taking it waits
+        for the confirmation (`_lease`); a person is not asked to confirm what would be refused."""
+        namespace = plan_.target.namespace or self.settings.kubernetes.namespace
+        try:
+            kube = await self.clients.kube_writer()
+            held = await kube.lease_holder(namespace, self._lease_name(plan_))
+        except BackendError as exc:
+            return GuardVerdict("lease", False, f"cannot read the Lease: {exc}", {})
+        now = datetime.now(UTC)
+        if held is None or not held.holder or held.holder == self.holder:
+            return GuardVerdict("lease", True, "free", {})
+        if held.expires is None or held.expires <= now:
+            return GuardVerdict("lease", True, f"free (expired, last held by {held.holder})", {})
+        return self._held_by(plan_, held.holder, held.since)
+
+    def _held_by(self, plan_: Plan, holder: str | None, since: datetime | None) -> GuardVerdict:
+        when = since.isoformat() if since else "unknown"
+        return GuardVerdict(
+            "lease", False, f"{holder} is acting on {plan_.target.label} (since {when})",
+            {"holder": holder, "since": when},
+        )  # fmt: skip
+
     async def _lease(self, plan_: Plan) -> GuardVerdict:
         namespace = plan_.target.namespace or self.settings.kubernetes.namespace
         try:
@@ -327,11 +352,7 @@ class Remediator:
             return GuardVerdict("lease", False, f"cannot take the Lease: {exc}", {})
         if lease.acquired:
             return GuardVerdict("lease", True, "held", {})
-        since = lease.since.isoformat() if lease.since else "unknown"
-        return GuardVerdict(
-            "lease", False, f"{lease.holder} is acting on {plan_.target.label} (since {since})",
-            {"holder": lease.holder, "since": since},
-        )  # fmt: skip
+        return self._held_by(plan_, lease.holder, lease.since)
 
     async def _release(self, plan_: Plan) -> None:
         namespace = plan_.target.namespace or self.settings.kubernetes.namespace

@@ -118,10 +118,11 @@ def test_a_lease_held_by_another_operator_refuses_and_names_them(
     assert taken.acquired
     try:
         before = deployment_args(drill)
-        run = remediate(drill, audit, "set-max-num-seqs", "vllm", "64",
-                        answers=[("to confirm", "vllm")])  # fmt: skip
+        run = remediate(drill, audit, "set-max-num-seqs", "vllm", "64")
         assert run.code == 1
+        # The preview names her, and nobody is asked to confirm what would be refused.
         assert "alice@bastion-2 is acting on Deployment ai/vllm (since " in run.output
+        assert "to confirm" not in run.output
         assert deployment_args(drill) == before
         refused = refused_with(audit, "lease")
         assert refused["detail"]["holder"] == "alice@bastion-2"
