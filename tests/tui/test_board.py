@@ -90,6 +90,17 @@ async def test_the_last_hour_column_draws_each_alerts_history_as_a_sparkline() -
         assert by_alert["VectorSearchP999High"] == ""  # no history at all
 
 
+async def test_at_80_columns_right_scrolls_the_board_to_the_columns_beyond() -> None:
+    app = make_app(FakeAlerts(board_statuses(), board_history()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: bool(app.book.history) and bool(board_rows(app)), "rows")
+        table: DataTable[Text] = app.board.query_one("#alerts", DataTable)
+        assert table.scroll_x == 0 and table.max_scroll_x > 0  # "Last hour" is off screen
+        await pilot.press("right", "right", "right", "right", "right", "right")
+        await until(pilot, lambda: table.scroll_x > 0, "the table scrolled right")
+        assert app.board.selected_alert() == P99  # the row cursor did not move
+
+
 async def test_history_is_asked_for_after_a_refresh_at_most_every_15_seconds() -> None:
     alerts = FakeAlerts([status(P99, "firing")], {P99: [(T0 - 60, 1.0), (T0 - 30, 2.0)]})
     clock = FakeClock()
