@@ -307,27 +307,26 @@ class KubeWriter(KubeReader):
             previous_holder=held.holder if theirs else None,
         )
 
-    async def lease_holder(self, namespace: str, name: str) -> LeaseResult | None:
-        """Who holds the Lease `name`, since and until when (read only); None if there is none."""
+    async def _read_lease(self, namespace: str, name: str) -> Obj | None:
         try:
-            current = await self._call(self._coord.read_namespaced_lease, name, namespace)
+            lease: Obj = await self._call(self._coord.read_namespaced_lease, name, namespace)
         except BackendError as exc:
             if exc.reason == "not found":
                 return None
             raise
-        return _lease_view(current)
+        return lease
+
+    async def lease_holder(self, namespace: str, name: str) -> LeaseResult | None:
+        """Who holds the Lease `name`, since and until when (read only); None if there is none."""
+        current = await self._read_lease(namespace, name)
+        return None if current is None else _lease_view(current)
 
     async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
         """Delete the Lease if `holder` holds it (resourceVersion precondition); else False."""
         from kubernetes import client
 
-        try:
-            current = await self._call(self._coord.read_namespaced_lease, name, namespace)
-        except BackendError as exc:
-            if exc.reason == "not found":
-                return False
-            raise
-        if (current.get("spec") or {}).get("holderIdentity") != holder:
+        current = await self._read_lease(namespace, name)
+        if current is None or (current.get("spec") or {}).get("holderIdentity") != holder:
             return False
         version = (current.get("metadata") or {}).get("resourceVersion")
         options = client.V1DeleteOptions(

@@ -274,6 +274,10 @@ async def test_lease_held_by_a_refuses_b_until_released(writer: KubeWriter) -> N
     assert not bob.acquired
     assert (bob.holder, bob.since, bob.expires) == ("alice@host", alice.since, alice.expires)
 
+    held = await writer.lease_holder(NS, "vllm-oncall-lock")  # read only: the preview's look
+    assert held is not None and (held.holder, held.since) == ("alice@host", alice.since)
+    assert await writer.lease_holder(NS, "no-such-lease") is None
+
     renewed = await writer.acquire_lease(NS, "vllm-oncall-lock", "alice@host", 300)
     assert renewed.acquired and renewed.since == alice.since  # a renewal keeps acquireTime
     assert not await writer.release_lease(NS, "vllm-oncall-lock", "bob@host")
