@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from oncall.checklist.expressions import CompiledExpression, ExpressionError, compile_expression
+from oncall.checklist.graph import find_cycle, topological
 from oncall.checklist.runbook import MAX_TIMEOUT_S, Evidence, Remediation, Runbook, Step
 from oncall.checklist.templates import Template, compile_template
 from oncall.errors import Problem
@@ -187,7 +188,8 @@ class _Checker:
         }
         if self.problems or any(s is None for s in steps):
             return None
-        ordered = _topological([s for s in steps if s is not None])
+        compiled = [s for s in steps if s is not None]
+        ordered = topological(compiled, key=lambda s: s.spec.id, needs=lambda s: s.spec.needs)
         return CompiledRunbook(self.doc.file, spec, tuple(ordered), remediations)
 
     def _check_needs(self, spec: Runbook) -> None:
@@ -210,7 +212,7 @@ class _Checker:
                     hint = difflib.get_close_matches(rid, sorted(spec.remediations), n=1)
                     suffix = f"; did you mean '{hint[0]}'?" if hint else ""
                     self.add(("steps", index, "propose", p), f"no remediation '{rid}'{suffix}")
-        cycle = _find_cycle(graph)
+        cycle = find_cycle(graph)
         if cycle:
             index = next(i for i, s in enumerate(spec.steps) if s.id == cycle[0])
             self.add(("steps", index, "needs"), "needs form a cycle: " + " -> ".join(cycle))
@@ -395,44 +397,3 @@ def _known_fields(loc: KeyPath) -> list[str]:
         if isinstance(part, str) and part in owners:
             return list(owners[part].model_fields)
     return list(Runbook.model_fields)
-
-
-def _find_cycle(graph: Mapping[str, list[str]]) -> list[str] | None:
-    """One cycle in graph (as a path that returns to its start), or None."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in graph.get(node, []):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state:
-                found = visit(nxt)
-                if found:
-                    return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in graph:
-        if node not in state:
-            found = visit(node)
-            if found:
-                return found
-    return None
-
-
-def _topological(steps: list[CompiledStep]) -> list[CompiledStep]:
-    """Steps in an order where every step comes after its needs (stable otherwise)."""
-    placed: set[str] = set()
-    ordered: list[CompiledStep] = []
-    remaining = list(steps)
-    while remaining:
-        ready = [s for s in remaining if all(n in placed for n in s.spec.needs)]
-        for step in ready:
-            placed.add(step.spec.id)
-            ordered.append(step)
-        remaining = [s for s in remaining if s.spec.id not in placed]
-    return ordered
