@@ -20,7 +20,9 @@ from textual.widgets import Input, Static
 
 from oncall.tui.app import OncallApp
 from oncall.tui.audit_screen import AuditScreen
+from oncall.tui.board import COLUMNS
 from oncall.tui.confirm import ConfirmScreen
+from oncall.tui.format import SPARK_LEVELS
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import drill_settings, records
@@ -61,6 +63,12 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
 
             await until(pilot, "the alert firing with its findings", findings_on_board)
             assert app.book.ordered()[0].rule.name == ALERT  # firing first
+            # The last hour from Prometheus' range queries: a sparkline and the threshold.
+            sparkline = lambda: app.board.history_of(ALERT, app.clock())  # noqa: E731
+            await until(pilot, "the sparkline", lambda: bool(sparkline()))
+            cells = dict(zip([key for key, _ in COLUMNS], app.board.rows()[0][1], strict=True))
+            assert cells["value"][0].endswith("> 0.01")
+            assert set(cells["history"][0]) <= set(SPARK_LEVELS + " ")
             # The cursor stays on the alert it was on; the firing one is now the top row.
             await pilot.press(*["up"] * len(app.book.statuses))
             assert app.board.selected_alert() == ALERT
