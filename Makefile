@@ -27,7 +27,10 @@ lint: setup
 test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup
 
+# The .pyc files up front: where PYTHONDONTWRITEBYTECODE is set, the app would otherwise compile
+# oncall's sources at every start (a quarter of a second before the first frame).
 demo: setup
+	$(BIN)/python -m compileall -q oncall
 	./scripts/demo.sh
 
 # Short defaults; docs/PERFORMANCE.md's RSS figure comes from `tui.py --minutes 10`.
