@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 AlertStateName = Literal["inactive", "pending", "firing", "unknown"]
@@ -73,9 +74,10 @@ class AlertRule:
     def severity(self) -> str:
         return self.labels.get("severity", "")
 
-    @property
+    @cached_property
     def threshold(self) -> tuple[str, float] | None:
-        """The operator and number the expression compares against (see `threshold_of`)."""
+        """The operator and number the expression compares against (see `threshold_of`);
+        parsed once per rule, not at every repaint of the board."""
         return threshold_of(self.expr)
 
 
