@@ -253,6 +253,8 @@ class OncallApp(App[None]):
 
     def repaint(self, alert: str | None = None) -> None:
         """Show the book's state on the board and on the incident screen on top, if any."""
+        if not self.is_running:
+            return  # shutting down: the screens' widgets are being taken apart (a late tick)
         self.board.show()
         top = self.screen
         if top is self.board:

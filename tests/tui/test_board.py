@@ -131,6 +131,15 @@ async def test_a_failing_history_leaves_the_board_working() -> None:
         assert row[1] == P99 and row[4] == "2 > 1.2" and row[5] == ""
 
 
+async def test_a_repaint_after_the_app_began_shutting_down_does_nothing() -> None:
+    # The ages timer may fire while the screens are taken apart at exit.
+    app = make_app(FakeAlerts(board_statuses()))
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 5, "the board")
+    assert not app.is_running
+    app.repaint()  # no widget left to update: nothing happens, nothing raises
+
+
 async def test_rows_follow_state_changes_and_the_cursor_stays_on_its_alert() -> None:
     alerts = FakeAlerts([status("A", "inactive"), status("B", "inactive")])
     app = make_app(alerts)
