@@ -175,7 +175,7 @@ def run_clear(args: argparse.Namespace) -> int:
 
 @_drill_errors
 def run_scenarios(args: argparse.Namespace) -> int:
-    from oncall.drill.scenarios import all_scenarios
+    from oncall.drill.scenario_catalog import all_scenarios
 
     scenarios = all_scenarios()
     if args.output == "json":
@@ -196,7 +196,7 @@ def _fmt(value: float) -> str:
 def run_watch(args: argparse.Namespace) -> int:
     import asyncio
 
-    from oncall.drill.scenarios import all_scenarios
+    from oncall.drill.scenario_catalog import all_scenarios
     from oncall.drill.stack import load_state
 
     state = load_state(args.dir)

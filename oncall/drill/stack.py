@@ -21,7 +21,7 @@ from oncall.drill import components as c
 from oncall.drill.components import DrillError, Ports
 from oncall.drill.netutil import LOOPBACK, free_loopback_port
 from oncall.drill.rules import deploy_rules
-from oncall.drill.scenarios import Scenario, Step, get_scenario
+from oncall.drill.scenario_catalog import Scenario, Step, get_scenario
 from oncall.drill.supervisor import (
     DrillState,
     ProcessRecord,

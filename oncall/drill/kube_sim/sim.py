@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from oncall.drill.kube_sim import podstatus, scenarios
+from oncall.drill.kube_sim import faults, podstatus
 from oncall.drill.kube_sim.controller import Controller
 from oncall.drill.kube_sim.events import EventRecorder
 from oncall.drill.kube_sim.podhook import PodHook
@@ -72,7 +72,7 @@ class KubeSim:
 
     def oom_kill(self, namespace: str, pod: str, container: str | None = None) -> Obj:
         """OOM-kill a container: lastState OOMKilled/137, restartCount + 1, events, restart."""
-        return scenarios.oom_kill(self, namespace, pod, container)
+        return faults.oom_kill(self, namespace, pod, container)
 
     def container_exited(
         self,
@@ -84,7 +84,7 @@ class KubeSim:
         exit_code: int = 1,
     ) -> Obj:
         """A container's process died (e.g. the spawned simulator crashed); it is restarted."""
-        return scenarios.container_exited(
+        return faults.container_exited(
             self, namespace, pod, container, reason=reason, exit_code=exit_code
         )
 
@@ -92,9 +92,7 @@ class KubeSim:
         self, node: str, type_: str, status: bool, *, reason: str = "", message: str = ""
     ) -> Obj:
         """Set a node condition such as MemoryPressure (with the kubelet's reason and taint)."""
-        return scenarios.set_node_condition(
-            self, node, type_, status, reason=reason, message=message
-        )
+        return faults.set_node_condition(self, node, type_, status, reason=reason, message=message)
 
     # -- queries for orchestration and tests -------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from oncall.backends.prometheus import PrometheusClient
-from oncall.drill.scenarios import Signal, all_scenarios
+from oncall.drill.scenario_catalog import Signal, all_scenarios
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
 from tests.harness.processes import eventually
