@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv and installs oncall with its dev extras. On Debian, python3 may come without
+# Creates .venv and installs oncall with its dev and drill extras: `make demo` and the tests run
+# the drill, which a plain `pip install oncall` leaves out. On Debian, python3 may come without
 # the venv module (package python3-venv); as root we install it, otherwise we say so.
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
@@ -18,4 +19,4 @@ fi
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,drill]'

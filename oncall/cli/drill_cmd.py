@@ -1,11 +1,15 @@
 """`oncall drill up|down|status|inject|clear|scenarios|watch`: the drill environment.
 
-The only module outside `oncall/drill/` that imports it (import-linter contract).
+The only module outside `oncall/drill/` that imports it (import-linter contract), and only
+inside the handlers: the drill and its libraries are the optional extra `oncall[drill]`, so
+`oncall --help` and every other command work without them, and `oncall drill ...` without
+them says how to install them (exit 2) instead of failing in a simulator's child process.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import sys
@@ -16,6 +20,11 @@ from typing import Any
 from oncall.errors import EXIT_FOUND, EXIT_USAGE, OncallError
 
 DEFAULT_DIR = Path(".drill")
+# The top-level modules of the `drill` extra in pyproject.toml (aiohttp, jsonpatch, trustme).
+EXTRA_MODULES = ("aiohttp", "jsonpatch", "trustme")
+INSTALL_HINT = (
+    "oncall drill needs the drill extra, which is not installed: pip install 'oncall[drill]'"
+)
 
 
 class DrillCommandError(OncallError):
@@ -64,6 +73,7 @@ def register(commands: Any, global_options: Any) -> None:
     watch.add_argument("--interval", type=float, default=2.0)
     watch.add_argument("--count", type=int, default=0, help="stop after N refreshes (0: Ctrl-C)")
 
+    @_drill_errors
     def usage(_args: argparse.Namespace) -> int:
         drill.print_usage(sys.stderr)
         return EXIT_USAGE
@@ -71,8 +81,25 @@ def register(commands: Any, global_options: Any) -> None:
     drill.set_defaults(handler=usage)
 
 
+def missing_extra() -> list[str]:
+    """The modules of the `drill` extra that cannot be found (without importing any of them)."""
+    missing = []
+    for name in EXTRA_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a broken install, or a module blocked in sys.modules
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
 def _drill_errors(fn: Any) -> Any:
     def wrapper(args: argparse.Namespace) -> int:
+        # Checked up front: `up` would otherwise start simulators that die on their imports.
+        if missing_extra():
+            print(INSTALL_HINT, file=sys.stderr)
+            return EXIT_USAGE
         from oncall.drill.components import DrillError
 
         try:
@@ -80,6 +107,12 @@ def _drill_errors(fn: Any) -> Any:
             return result
         except DrillError as exc:
             raise DrillCommandError(f"drill: {exc}") from exc
+        except ModuleNotFoundError as exc:
+            # Found above but not importable after all (a partial install, a submodule missing).
+            if (exc.name or "").partition(".")[0] not in EXTRA_MODULES:
+                raise
+            print(INSTALL_HINT, file=sys.stderr)
+            return EXIT_USAGE
 
     return wrapper
 
