@@ -1,15 +1,18 @@
 """The three PATCH dialects of the apiserver: JSON patch, JSON merge patch, strategic merge.
 
-JSON patch follows RFC 6902 (atomic: a failing `test` leaves the object untouched). Merge patch
-follows RFC 7386. Strategic merge knows the merge keys of the lists the simulator serves (containers
-merge by `name`, ports by `containerPort`, ...); every other list, `args` included, is replaced
-wholesale, as the real apiserver does.
+JSON patch follows RFC 6902 through the `jsonpatch` library, on a copy (so a failing `test`
+leaves the object untouched). Merge patch follows RFC 7386. Strategic merge knows the merge keys
+of the lists the simulator serves (containers merge by `name`, ports by `containerPort`, ...);
+every other list, `args` included, is replaced wholesale, as the real apiserver does.
 """
 
 from __future__ import annotations
 
 import copy
 from typing import Any
+
+import jsonpatch
+import jsonpointer
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -42,126 +45,25 @@ class PatchNotApplicable(Exception):
     """A JSON patch operation that does not apply to this object (422)."""
 
 
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def _pointer(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise PatchNotApplicable(f"invalid JSON pointer {path!r}")
-    return [_unescape(t) for t in path[1:].split("/")]
-
-
-def _index(container: list[Any], token: str, *, for_add: bool) -> int:
-    if token == "-" and for_add:  # noqa: S105 - "-" is RFC 6901's end-of-array token
-        return len(container)
-    if not token.isdigit():
-        raise PatchNotApplicable(f"invalid array index {token!r}")
-    index = int(token)
-    limit = len(container) if for_add else len(container) - 1
-    if index > limit:
-        raise PatchNotApplicable(f"array index {index} out of bounds")
-    return index
-
-
-def _parent(doc: Any, tokens: list[str]) -> Any:
-    current = doc
-    for token in tokens[:-1]:
-        if isinstance(current, dict):
-            if token not in current:
-                raise PatchNotApplicable("missing path")
-            current = current[token]
-        elif isinstance(current, list):
-            current = current[_index(current, token, for_add=False)]
-        else:
-            raise PatchNotApplicable("missing path")
-    return current
-
-
-def _get(doc: Any, path: str) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        return doc
-    parent = _parent(doc, tokens)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchNotApplicable(f"missing path {path}")
-        return parent[last]
-    if isinstance(parent, list):
-        return parent[_index(parent, last, for_add=False)]
-    raise PatchNotApplicable(f"missing path {path}")
-
-
-def _remove(doc: Any, path: str) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        raise PatchNotApplicable("cannot remove the document root")
-    parent = _parent(doc, tokens)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchNotApplicable(f"missing path {path}")
-        return parent.pop(last)
-    if isinstance(parent, list):
-        return parent.pop(_index(parent, last, for_add=False))
-    raise PatchNotApplicable(f"missing path {path}")
-
-
-def _add(doc: Any, path: str, value: Any, *, replace: bool) -> Any:
-    tokens = _pointer(path)
-    if not tokens:
-        return value
-    parent = _parent(doc, tokens)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if replace and last not in parent:
-            raise PatchNotApplicable(
-                f"replace operation does not apply: doc is missing key: {path}"
-            )
-        parent[last] = value
-    elif isinstance(parent, list):
-        if replace:
-            parent[_index(parent, last, for_add=False)] = value
-        else:
-            parent.insert(_index(parent, last, for_add=True), value)
-    else:
-        raise PatchNotApplicable(f"missing path {path}")
-    return doc
-
-
 def apply_json_patch(doc: dict[str, Any], ops: Any) -> dict[str, Any]:
-    """Apply an RFC 6902 patch to a copy of doc; doc itself is never changed."""
+    """Apply an RFC 6902 patch (with the `jsonpatch` library) to a copy of doc; doc is unchanged.
+
+    Errors are sorted the way the apiserver sorts them: a patch that is not a list of operations,
+    or an operation without its members, is malformed (400); an operation that does not apply to
+    this object (a failing `test`, a missing path, an index out of bounds) is 422.
+    """
     if not isinstance(ops, list):
         raise PatchMalformed("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-    result: Any = copy.deepcopy(doc)
-    for op in ops:
-        if not isinstance(op, dict) or not isinstance(op.get("path"), str):
-            raise PatchMalformed("invalid JSON patch operation")
-        kind, path = op.get("op"), op["path"]
-        if kind in ("add", "replace", "test") and "value" not in op:
-            raise PatchMalformed(f"missing value for {kind} operation")
-        if kind == "add":
-            result = _add(result, path, copy.deepcopy(op["value"]), replace=False)
-        elif kind == "replace":
-            result = _add(result, path, copy.deepcopy(op["value"]), replace=True)
-        elif kind == "remove":
-            _remove(result, path)
-        elif kind == "test":
-            if _get(result, path) != op["value"]:
-                raise PatchNotApplicable(f"testing value {path} failed: test failed")
-        elif kind in ("move", "copy"):
-            source = op.get("from")
-            if not isinstance(source, str):
-                raise PatchMalformed(f"missing from for {kind} operation")
-            value = (
-                _remove(result, source) if kind == "move" else copy.deepcopy(_get(result, source))
-            )
-            result = _add(result, path, value, replace=False)
-        else:
-            raise PatchMalformed(f"Unexpected kind: {kind}")
+    try:
+        result: Any = jsonpatch.apply_patch(doc, ops, in_place=False)
+    except jsonpatch.InvalidJsonPatch as exc:
+        raise PatchMalformed(str(exc)) from exc
+    except jsonpatch.JsonPatchTestFailed as exc:
+        # evanphx/json-patch's words, which the apiserver wraps: "testing value PATH failed".
+        path = getattr(exc.op, "location", None) or "?"
+        raise PatchNotApplicable(f"testing value {path} failed: test failed") from exc
+    except (jsonpatch.JsonPatchConflict, jsonpointer.JsonPointerException) as exc:
+        raise PatchNotApplicable(str(exc)) from exc
     if not isinstance(result, dict):
         raise PatchNotApplicable("the patched document is not an object")
     return result
