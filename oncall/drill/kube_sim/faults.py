@@ -9,15 +9,29 @@ and started again through the pod hook. Node conditions move with their kubelet 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from oncall.drill.kube_sim import errors, podstatus
+from oncall.drill.kube_sim.events import EventRecorder
+from oncall.drill.kube_sim.kubelet import Kubelet
 from oncall.drill.kube_sim.podhook import container as find_container
 from oncall.drill.kube_sim.resources import NODES, PODS
-from oncall.drill.kube_sim.store import Obj, now_rfc3339
+from oncall.drill.kube_sim.store import Obj, Store, now_rfc3339
 
-if TYPE_CHECKING:
-    from oncall.drill.kube_sim.sim import KubeSim
+
+class Cluster(Protocol):
+    """What a fault changes: the objects, the events and the kubelet of one cluster.
+
+    `KubeSim` is one, and offers these faults as methods; this module does not import it.
+    """
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def events(self) -> EventRecorder: ...
+    @property
+    def kubelet(self) -> Kubelet: ...
+
 
 # condition type -> (taint key, reason/message when True, reason/message when False)
 _PRESSURE: dict[str, tuple[str, tuple[str, str], tuple[str, str]]] = {
@@ -50,7 +64,7 @@ _NODE_EVENT_REASON = {
 
 
 def container_exited(
-    sim: KubeSim,
+    sim: Cluster,
     namespace: str,
     pod_name: str,
     container: str | None = None,
@@ -80,11 +94,11 @@ def container_exited(
         host=stored["spec"].get("nodeName"),
         field_path=f"spec.containers{{{name}}}",
     )
-    sim.controller.kubelet.restart_container(stored)
+    sim.kubelet.restart_container(stored)
     return stored
 
 
-def oom_kill(sim: KubeSim, namespace: str, pod_name: str, container: str | None = None) -> Obj:
+def oom_kill(sim: Cluster, namespace: str, pod_name: str, container: str | None = None) -> Obj:
     """The kernel's OOM killer kills the container (exit 137, reason OOMKilled)."""
     pod = container_exited(sim, namespace, pod_name, container, reason="OOMKilled", exit_code=137)
     node = sim.store.get(NODES, None, pod["spec"].get("nodeName") or "")
@@ -104,7 +118,7 @@ def oom_kill(sim: KubeSim, namespace: str, pod_name: str, container: str | None 
 
 
 def set_node_condition(
-    sim: KubeSim,
+    sim: Cluster,
     node_name: str,
     type_: str,
     status: bool,

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from oncall.drill.kube_sim import faults, podstatus
 from oncall.drill.kube_sim.controller import Controller
 from oncall.drill.kube_sim.events import EventRecorder
+from oncall.drill.kube_sim.kubelet import Kubelet
 from oncall.drill.kube_sim.podhook import PodHook
 from oncall.drill.kube_sim.rbac import Users
 from oncall.drill.kube_sim.resources import BY_KIND, DEPLOYMENTS, PODS
@@ -59,6 +60,11 @@ class KubeSim:
                 "default" if rt.namespaced else None
             )
             self.store.create(rt, obj, ns)
+
+    @property
+    def kubelet(self) -> Kubelet:
+        """The node agent: it runs the pods' containers (through the pod hook)."""
+        return self.controller.kubelet
 
     async def start(self) -> None:
         """Start the controllers (the HTTP app does this on startup)."""
