@@ -22,9 +22,7 @@ from oncall.errors import EXIT_FOUND, EXIT_USAGE, OncallError
 DEFAULT_DIR = Path(".drill")
 # The top-level modules of the `drill` extra in pyproject.toml (aiohttp, jsonpatch, trustme).
 EXTRA_MODULES = ("aiohttp", "jsonpatch", "trustme")
-INSTALL_HINT = (
-    "oncall drill needs the drill extra, which is not installed: pip install 'oncall[drill]'"
-)
+INSTALL_COMMAND = "pip install 'oncall[drill]'"
 
 
 class DrillCommandError(OncallError):
@@ -94,11 +92,17 @@ def missing_extra() -> list[str]:
     return missing
 
 
+def install_hint(missing: list[str]) -> str:
+    """One line for stderr: what is missing and the command that installs it."""
+    return f"oncall drill needs the drill extra (missing: {', '.join(missing)}): {INSTALL_COMMAND}"
+
+
 def _drill_errors(fn: Any) -> Any:
     def wrapper(args: argparse.Namespace) -> int:
         # Checked up front: `up` would otherwise start simulators that die on their imports.
-        if missing_extra():
-            print(INSTALL_HINT, file=sys.stderr)
+        # All three: aiohttp alone proves nothing, kubernetes>=37 depends on it too.
+        if missing := missing_extra():
+            print(install_hint(missing), file=sys.stderr)
             return EXIT_USAGE
         from oncall.drill.components import DrillError
 
@@ -111,7 +115,7 @@ def _drill_errors(fn: Any) -> Any:
             # Found above but not importable after all (a partial install, a submodule missing).
             if (exc.name or "").partition(".")[0] not in EXTRA_MODULES:
                 raise
-            print(INSTALL_HINT, file=sys.stderr)
+            print(install_hint([exc.name or ""]), file=sys.stderr)
             return EXIT_USAGE
 
     return wrapper
