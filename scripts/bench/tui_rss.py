@@ -1,0 +1,91 @@
+"""Part 3 of `tui.py`: the app's RSS over minutes of 1 s refreshes, and its growth per hour.
+
+The soak itself runs in a child process (`tui.py _child soak`, see tui_child.child_soak).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+from scripts.bench.tui_backends import closed_ports, write_config
+from scripts.bench.tui_common import HEIGHT, ONCALL, ROOT, SAMPLE_EVERY_S, WIDTH, child_argv
+
+
+def slope_per_hour(samples: list[tuple[float, float]]) -> float:
+    if len(samples) < 2:
+        return float("nan")
+    xs, ys = [s[0] for s in samples], [s[1] for s in samples]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in samples) / var * 3600 if var else float("nan")
+
+
+def part_rss(
+    directory: Path, prometheus: str, minutes: float, against: str, baseline_mb: float | None
+) -> None:
+    seconds = minutes * 60
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
+    env["ONCALL_ALERTS__REFRESH"] = "1s"
+    drill = directory / "drill"
+    config = drill / "oncall.yaml"
+    if against == "prometheus":
+        config = write_config(directory / "soak.yaml", prometheus, closed_ports(), directory)
+    out = directory / "soak.jsonl"
+    try:
+        if against == "drill":
+            up = [ONCALL, "drill", "up", "--dir", str(drill), "--for-scale", "0.05"]
+            up += ["--scenario", "kv-cache-pressure"]
+            subprocess.run(up, check=True, stdout=subprocess.DEVNULL, timeout=120, cwd=ROOT)
+        subprocess.run(
+            child_argv("soak", str(config), "--out", str(out), "--seconds", str(seconds)),
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            cwd=ROOT,
+            timeout=seconds + 120,
+        )
+    finally:
+        if against == "drill":
+            subprocess.run(
+                [ONCALL, "drill", "down", "--dir", str(drill)],
+                check=False,
+                stdout=subprocess.DEVNULL,
+                timeout=60,
+            )
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    points = [(r["t"], r["rss_mb"]) for r in rows]
+    after = [p for p in points if p[0] >= seconds / 2] or points
+    start, warm, end = points[0][1], after[0][1], points[-1][1]
+    print(
+        f"RSS of the app (headless, {WIDTH}x{HEIGHT}), refresh 1 s, {minutes:g} min against "
+        f"{'a drill with kv-cache-pressure' if against == 'drill' else 'the bench prometheus'}"
+        f"; sample every {SAMPLE_EVERY_S:g} s"
+    )
+    print(
+        f"  alerts {rows[-1]['alerts']}, firing at the end {rows[-1]['firing']}, "
+        f"checklist runs {rows[-1]['runs']}"
+    )
+    half = after[0][0]
+    workers = [r["workers"] for r in rows if r["t"] >= half]
+    objects = [r["objects"] for r in rows if r["t"] >= half]
+    print(
+        f"  second half: workers {min(workers)}-{max(workers)}; objects the collector tracks "
+        f"(not frozen) {objects[0]} -> {objects[-1]}"
+    )
+    base = (
+        f" ({start / baseline_mb:.1f}x the bare app's {baseline_mb:.0f} MB)" if baseline_mb else ""
+    )
+    print(
+        f"  start {start:.1f} MB{base}, after {after[0][0]:.0f} s {warm:.1f} MB, "
+        f"end ({points[-1][0]:.0f} s) {end:.1f} MB, max {max(p[1] for p in points):.1f} MB"
+    )
+    print(
+        f"  second half: {end - warm:+.2f} MB in {(points[-1][0] - after[0][0]) / 60:.1f} min; "
+        f"slope {slope_per_hour(after):+.2f} MB/hour (least squares, extrapolated)"
+    )
+    print("  samples (s: MB): " + " ".join(f"{t:.0f}:{mb:.1f}" for t, mb in points))
+    print()
