@@ -93,6 +93,42 @@ def test_json_patch_operations() -> None:
         patch.apply_json_patch(DOC, [{"op": "replace", "path": "/nope/x", "value": 1}])
 
 
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [{"op": "add", "path": "/spec/x"}],  # no value
+        [{"op": "test", "path": "/spec"}],  # no value
+        [{"op": "move", "path": "/spec/x"}],  # no from
+        [{"op": "frobnicate", "path": "/spec"}],
+        [{"path": "/spec"}],  # no op
+        ["not an operation"],
+        {"op": "add", "path": "/spec/x", "value": 1},  # an object, not a list
+    ],
+)
+def test_malformed_json_patch_is_400(ops: Any) -> None:
+    with pytest.raises(patch.PatchMalformed):
+        patch.apply_json_patch(DOC, ops)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        {"op": "test", "path": "/spec/containers/0/name", "value": "other"},
+        {"op": "test", "path": "/spec/missing", "value": 1},
+        {"op": "remove", "path": "/spec/missing"},
+        {"op": "replace", "path": "/spec/containers/5", "value": {}},
+        {"op": "add", "path": "/spec/containers/7", "value": {}},  # past the end
+        {"op": "add", "path": "/spec/containers/x", "value": {}},  # not an index
+        {"op": "copy", "from": "/spec/nothing", "path": "/spec/x"},
+        {"op": "add", "path": "spec/x", "value": 1},  # not a JSON pointer
+        {"op": "replace", "path": "", "value": [1]},  # the object becomes a list
+    ],
+)
+def test_json_patch_that_does_not_apply_is_422(op: dict[str, Any]) -> None:
+    with pytest.raises(patch.PatchNotApplicable):
+        patch.apply_json_patch(DOC, [op])
+
+
 def test_strategic_merge_patch_merge_keys_and_directives() -> None:
     out = patch.apply_strategic_merge_patch(
         DOC,
