@@ -17,22 +17,25 @@ from __future__ import annotations
 import datetime
 import os
 import ssl
+import time
 from pathlib import Path
 
 import trustme
 
 VALID_FOR = datetime.timedelta(days=30)
+RENEW_BEFORE = datetime.timedelta(days=1)
 IDENTITIES = ("127.0.0.1", "localhost")
 
 
 def make_certificate(directory: Path) -> tuple[Path, Path] | None:
-    """(certificate chain, key) files in directory, made once; None when they cannot be written.
+    """(certificate chain, key) files in directory; None when they cannot be written.
 
-    Made once: a drill directory keeps its certificate across `drill up`s, as a cluster keeps
-    its CA, so that a kubeconfig already handed out stays valid.
+    Made once and kept while valid: a drill directory keeps its certificate across `drill up`s,
+    as a cluster keeps its CA, so that a kubeconfig already handed out stays valid. One made
+    more than VALID_FOR - RENEW_BEFORE ago (the file's age: we write it) is made anew.
     """
     cert, key = directory / "apiserver.crt", directory / "apiserver.key"
-    if cert.is_file() and key.is_file():
+    if cert.is_file() and key.is_file() and _younger_than(cert, VALID_FOR - RENEW_BEFORE):
         return cert, key
     now = datetime.datetime.now(datetime.UTC)
     ca = trustme.CA(organization_name="oncall drill", organization_unit_name="drill cluster CA")
@@ -55,6 +58,10 @@ def make_certificate(directory: Path) -> tuple[Path, Path] | None:
     except OSError:
         return None
     return cert, key
+
+
+def _younger_than(path: Path, age: datetime.timedelta) -> bool:
+    return time.time() - path.stat().st_mtime < age.total_seconds()
 
 
 def server_context(cert: Path, key: Path) -> ssl.SSLContext:

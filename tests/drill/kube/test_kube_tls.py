@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import trustme
 
 from oncall.drill.kube_sim import OPERATOR_CONTEXT, KubeSim, write_kubeconfig
 from oncall.drill.kube_sim.runner import serve
-from oncall.drill.kube_sim.tls import make_certificate, server_context
+from oncall.drill.kube_sim.tls import VALID_FOR, make_certificate, server_context
 from oncall.drill.netutil import LOOPBACK, free_loopback_port
 from tests.drill.kube.conftest import DELAY_S, NS
 
@@ -93,6 +95,19 @@ def test_certificate_files_are_made_once_with_a_private_key(
     before = cert.read_bytes(), key.read_bytes()
     assert make_certificate(tmp_path / "tls") == certificate
     assert (cert.read_bytes(), key.read_bytes()) == before
+
+
+def test_a_certificate_near_its_end_is_made_anew(
+    certificate: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cert, key = certificate
+    before = cert.read_bytes(), key.read_bytes()
+    month_ago = time.time() - VALID_FOR.total_seconds()
+    os.utime(cert, (month_ago, month_ago))
+    assert make_certificate(tmp_path / "tls") == certificate
+    after = cert.read_bytes(), key.read_bytes()
+    assert after[0] != before[0] and after[1] != before[1]
+    assert key.stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
