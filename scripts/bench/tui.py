@@ -69,23 +69,28 @@ def main() -> int:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if not 1 <= args.runs <= 50 or not 1 <= args.presses <= 5000 or not 0 < args.minutes <= 120:
         parser.error("bounded: --runs 1..50, --presses 1..5000, --minutes (0, 120]")
+    import pytest
+
     from scripts.bench.tui_backends import bench_prometheus
     from scripts.bench.tui_keys import part_keys
     from scripts.bench.tui_rss import part_rss
     from scripts.bench.tui_startup import part_startup
 
-    with (
-        tempfile.TemporaryDirectory(prefix="oncall-bench-tui-") as tmp,
-        bench_prometheus(Path(tmp)) as prometheus,
-    ):
-        directory = Path(tmp)
-        baseline_mb = None
-        if "startup" not in skip:
-            baseline_mb = part_startup(directory, prometheus, args.runs, "pty" not in skip)
-        if "keys" not in skip:
-            part_keys(directory, args.presses)
-        if "rss" not in skip:
-            part_rss(directory, prometheus, args.minutes, args.rss_against, baseline_mb)
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="oncall-bench-tui-") as tmp,
+            bench_prometheus(Path(tmp)) as prometheus,
+        ):
+            directory = Path(tmp)
+            baseline_mb = None
+            if "startup" not in skip:
+                baseline_mb = part_startup(directory, prometheus, args.runs, "pty" not in skip)
+            if "keys" not in skip:
+                part_keys(directory, args.presses)
+            if "rss" not in skip:
+                part_rss(directory, prometheus, args.minutes, args.rss_against, baseline_mb)
+    except pytest.fail.Exception as exc:  # the harness gave up on a server (with its log)
+        raise SystemExit(f"tui.py: {exc}") from None
     return 0
 
 
