@@ -146,7 +146,10 @@ def test_kubernetes_client_over_https(
     assert len(pods.items) == 2
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+KUBECTL = shutil.which("kubectl")
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")
 def test_kubectl_over_https(
     simulator: TlsSimulator, certificate: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -154,12 +157,12 @@ def test_kubectl_over_https(
         tmp_path / "kubeconfig", simulator.tls_port, simulator.sim.users, ca_file=certificate[0]
     )
     proc = subprocess.run(
-        ["kubectl", "--kubeconfig", str(path), "get", "deployments", "-n", NS, "-o", "json"],
+        [str(KUBECTL), "--kubeconfig", str(path), "get", "deployments", "-n", NS, "-o", "json"],
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={"HOME": str(tmp_path)},  # no ~/.kube/config, no KUBECONFIG: only this file
     )
     assert proc.returncode == 0, proc.stderr
     names = [d["metadata"]["name"] for d in json.loads(proc.stdout)["items"]]
