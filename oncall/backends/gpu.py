@@ -8,9 +8,12 @@ Two sources give the same `GpuDevice` values:
   because NVML calls are blocking C calls that can hang on a sick driver. Without a driver the
   client raises `BackendError("gpu", "nvml", "unavailable", hint)`, the hint saying how to read
   DCGM instead. A field a card does not support (ECC on consumer cards) is None, not an error.
-* DCGM: one instant query for the `DCGM_FI_DEV_*` gauges of every GPU Prometheus scrapes,
-  grouped by `Hostname`, `gpu` and `UUID`. No series means dcgm-exporter is not scraped:
-  `BackendError` with reason "no data".
+* DCGM (dcgm-exporter's gauges through Prometheus): `oncall.backends.dcgm`, which reads every
+  label layout dcgm-exporter and its scrape configuration produce into these same values.
+
+`memory_used_ratio` is used / (used + free): the memory CUDA can allocate, which is what vLLM's
+`--gpu-memory-utilization` is a fraction of and what the GPUMemoryHigh alert compares.
+`memory_total_mib` is the card's total as `nvidia-smi` prints it (used + free + reserved).
 """
 
 from __future__ import annotations
@@ -18,21 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import json
-import math
 import socket
 import threading
 import warnings
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from oncall.errors import BackendError
-from oncall.model.metrics import Sample
-
-if TYPE_CHECKING:  # the client is only passed in: importing httpx is the caller's cost
-    from oncall.backends.prometheus import PrometheusClient
 
 BACKEND = "gpu"
 NVML_TARGET = "nvml"
@@ -40,24 +37,6 @@ MIB = 1024 * 1024
 
 #: Appended to every "NVML unavailable" reason: what the operator can do instead.
 DCGM_HINT = "set gpu.source: dcgm to read dcgm-exporter metrics through Prometheus"
-
-#: dcgm-exporter gauge → `_DcgmRow` attribute. FB_* are MiB, GPU_UTIL %, POWER_USAGE W;
-#: XID_ERRORS is the last XID seen (0 = none), ECC_DBE_VOL_TOTAL the volatile double-bit
-#: (uncorrectable) ECC count. FB_RESERVED is not in every exporter's default counters: when
-#: present it is part of the card's total, as NVML's `total = used + reserved + free`.
-DCGM_FIELDS = {
-    "DCGM_FI_DEV_FB_USED": "fb_used",
-    "DCGM_FI_DEV_FB_FREE": "fb_free",
-    "DCGM_FI_DEV_FB_RESERVED": "fb_reserved",
-    "DCGM_FI_DEV_GPU_UTIL": "util_pct",
-    "DCGM_FI_DEV_GPU_TEMP": "temp_c",
-    "DCGM_FI_DEV_POWER_USAGE": "power_w",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_dbe",
-    "DCGM_FI_DEV_XID_ERRORS": "xid",
-}
-DCGM_SELECTOR = "__name__=~" + json.dumps(
-    "DCGM_FI_DEV_(" + "|".join(n.removeprefix("DCGM_FI_DEV_") for n in DCGM_FIELDS) + ")"
-)
 
 T = TypeVar("T")
 NvmlOutcome = Literal["ok", "unavailable"]
@@ -72,8 +51,26 @@ class GpuProcess:
 
 
 @dataclass(frozen=True)
+class GpuPod:
+    """A Kubernetes container dcgm-exporter maps to a GPU (from the kubelet's pod resources).
+
+    `memory_used_mib` is that pod's own processes' framebuffer memory, known only where the
+    exporter splits it per pod (GPU sharing, `KUBERNETES_VIRTUAL_GPUS`); None otherwise.
+    """
+
+    namespace: str | None
+    pod: str
+    container: str | None
+    memory_used_mib: float | None = None
+
+
+@dataclass(frozen=True)
 class GpuDevice:
-    """One GPU as either source sees it; a reading the source lacks is None."""
+    """One GPU (or one MIG instance of it) as either source sees it; a missing reading is None.
+
+    A MIG instance has `instance_id` (DCGM's `GPU_I_ID`) and `mig_profile` (`GPU_I_PROFILE`),
+    the parent's `index` and `uuid`, and its own memory.
+    """
 
     index: int
     uuid: str
@@ -88,12 +85,19 @@ class GpuDevice:
     ecc_uncorrected: int | None
     last_xid: int | None
     processes: tuple[GpuProcess, ...] = ()
+    memory_reserved_mib: float | None = None
+    instance_id: str | None = None
+    mig_profile: str | None = None
+    pods: tuple[GpuPod, ...] = ()
 
     @property
     def memory_used_ratio(self) -> float | None:
-        """used / total, 0–1."""
-        used, total = self.memory_used_mib, self.memory_total_mib
-        return used / total if used is not None and total else None
+        """used / (used + free), 0–1: of the memory CUDA can allocate (the driver's reserve
+        is neither), as vLLM's --gpu-memory-utilization and the GPUMemoryHigh alert count it."""
+        used, free = self.memory_used_mib, self.memory_free_mib
+        return (
+            used / (used + free) if used is not None and free is not None and used + free else None
+        )
 
 
 # ---------------------------------------------------------------------------------------- NVML
@@ -214,6 +218,10 @@ def _read_device(nvml: ModuleType, index: int, node: str) -> GpuDevice:
         memory_used_mib=memory.used / MIB,
         memory_total_mib=memory.total / MIB,
         memory_free_mib=memory.free / MIB,
+        # v2 only; under v1 `used` includes the reserve and `total` = used + free.
+        memory_reserved_mib=(
+            memory.reserved / MIB if getattr(memory, "reserved", None) is not None else None
+        ),
         utilization_ratio=None if rates is None else rates.gpu / 100,
         temperature_c=_temperature(nvml, handle),
         power_w=None if power_mw is None else power_mw / 1000,
@@ -316,80 +324,3 @@ def is_this_host(node: str) -> bool:
     """Whether a node name (short or fully qualified) names the host oncall runs on."""
     here = socket.gethostname()
     return node == here or node.partition(".")[0] == here.partition(".")[0]
-
-
-# ---------------------------------------------------------------------------------------- DCGM
-
-
-def dcgm_query(node: str | None = None) -> str:
-    """The one instant query for every DCGM gauge, optionally of one node (`Hostname`)."""
-    if node is None:
-        return "{" + DCGM_SELECTOR + "}"
-    quoted = '"' + node.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return "{" + DCGM_SELECTOR + ",Hostname=" + quoted + "}"
-
-
-@dataclass
-class _DcgmRow:
-    labels: dict[str, str]
-    values: dict[str, float] = field(default_factory=dict)
-
-    def get(self, attr: str) -> float | None:
-        value = self.values.get(attr)
-        return None if value is None or math.isnan(value) else value
-
-    def count(self, attr: str) -> int | None:
-        value = self.get(attr)
-        return None if value is None else int(value)
-
-    def device(self) -> GpuDevice:
-        used, free = self.get("fb_used"), self.get("fb_free")
-        total = (
-            None if used is None or free is None else used + free + (self.get("fb_reserved") or 0)
-        )
-        util = self.get("util_pct")
-        index = self.labels.get("gpu", "")
-        return GpuDevice(
-            index=int(index) if index.isdigit() else -1,
-            uuid=self.labels.get("UUID", ""),
-            name=self.labels.get("modelName", ""),
-            node=self.labels.get("Hostname") or None,
-            memory_used_mib=used,
-            memory_total_mib=total,
-            memory_free_mib=free,
-            utilization_ratio=None if util is None else util / 100,
-            temperature_c=self.get("temp_c"),
-            power_w=self.get("power_w"),
-            ecc_uncorrected=self.count("ecc_dbe"),
-            last_xid=self.count("xid"),
-        )
-
-
-def devices_from_dcgm(samples: Iterable[Sample]) -> tuple[GpuDevice, ...]:
-    """Group DCGM samples into devices by (Hostname, gpu, UUID), ordered by node and index."""
-    rows: dict[tuple[str, str, str], _DcgmRow] = {}
-    for sample in samples:
-        attr = DCGM_FIELDS.get(sample.labels.get("__name__", ""))
-        if attr is None:
-            continue
-        labels = sample.labels
-        key = (labels.get("Hostname", ""), labels.get("gpu", ""), labels.get("UUID", ""))
-        # Two jobs scraping one exporter give the same GPU twice: one row, either value.
-        rows.setdefault(key, _DcgmRow(labels)).values[attr] = sample.value
-    devices = [row.device() for row in rows.values()]
-    return tuple(sorted(devices, key=lambda d: (d.node or "", d.index, d.uuid)))
-
-
-async def dcgm_devices(prom: PrometheusClient, *, node: str | None = None) -> tuple[GpuDevice, ...]:
-    """Every GPU whose dcgm-exporter Prometheus scrapes (of `node` only, when given)."""
-    devices = devices_from_dcgm(await prom.query(dcgm_query(node)))
-    if not devices:
-        where = f" with Hostname={node!r}" if node is not None else ""
-        raise BackendError(
-            BACKEND,
-            prom.url,
-            "no data",
-            f"no DCGM_FI_DEV_* series{where} in Prometheus: dcgm-exporter is not scraped "
-            "(check its scrape job or ServiceMonitor, and `up` of its targets)",
-        )
-    return devices

@@ -55,6 +55,12 @@ def register(commands: Any, global_options: Any) -> None:
         help="rule file or folder to deploy to the drill's Prometheus (default: ./alerts)",
     )
     up.add_argument("--replicas", type=int, default=2, help="vLLM pods")
+    up.add_argument(
+        "--dcgm-layout",
+        default="helm",
+        help="DCGM labels: helm (default Helm install), or any of honor-labels, hostname, "
+        "virtual-gpus, mig (comma-separated)",
+    )
     add("down", "stop every process the drill started", run_down)
     status = add(
         "status", "processes, URLs and Prometheus targets of the running drill", run_status
@@ -133,6 +139,7 @@ def run_up(args: argparse.Namespace) -> int:
             for_scale=args.for_scale,
             rules=tuple(args.rules),
             replicas=args.replicas,
+            dcgm_layout=args.dcgm_layout,
         )
     )
     directory = Path(state.directory)

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from oncall.drill.gpu_sim.layout import Layout
 from oncall.drill.netutil import LOOPBACK, port_accepts
 
 PY = [sys.executable, "-m"]
@@ -72,7 +73,17 @@ def redis_exporter_argv(ports: Ports) -> list[str]:
     ]
 
 
-def cluster_argv(ports: Ports, directory: Path, replicas: int) -> list[str]:
+def dcgm_layout(text: str) -> Layout:
+    """The DCGM label layout `drill up --dcgm-layout` names; DrillError when unknown."""
+    try:
+        return Layout.parse(text)
+    except ValueError as exc:
+        raise DrillError(str(exc)) from exc
+
+
+def cluster_argv(
+    ports: Ports, directory: Path, replicas: int, layout: Layout | None = None
+) -> list[str]:
     return [
         *PY, "oncall.drill.cluster",
         "--api-port", str(ports.cluster_api),
@@ -84,6 +95,7 @@ def cluster_argv(ports: Ports, directory: Path, replicas: int) -> list[str]:
         "--file-sd", str(directory / "targets" / "vllm.json"),
         "--log-dir", str(directory / "logs"),
         "--replicas", str(replicas),
+        "--dcgm-layout", (layout or Layout()).text(),
     ]  # fmt: skip
 
 
@@ -107,7 +119,9 @@ def loadgen_argv(ports: Ports, rate: float, duration: float, curve: str = "const
     ]  # fmt: skip
 
 
-def prometheus_config(ports: Ports, directory: Path) -> dict[str, Any]:
+def prometheus_config(
+    ports: Ports, directory: Path, layout: Layout | None = None
+) -> dict[str, Any]:
     def static(job: str, port: int) -> dict[str, Any]:
         return {"job_name": job, "static_configs": [{"targets": [f"{LOOPBACK}:{port}"]}]}
 
@@ -117,7 +131,8 @@ def prometheus_config(ports: Ports, directory: Path) -> dict[str, Any]:
         "scrape_configs": [
             static("prometheus", ports.prometheus),
             static("ai-gateway", ports.gateway),
-            static("dcgm-exporter", ports.gpu),
+            # As the dcgm-exporter Helm chart's ServiceMonitor scrapes it (layout.py).
+            (layout or Layout()).scrape_config("dcgm-exporter", f"{LOOPBACK}:{ports.gpu}"),
             static("redis", ports.redis_exporter),
             static("kube-state-metrics", ports.kube_metrics),
             {
@@ -130,9 +145,10 @@ def prometheus_config(ports: Ports, directory: Path) -> dict[str, Any]:
     }
 
 
-def prometheus_argv(ports: Ports, directory: Path) -> list[str]:
+def prometheus_argv(ports: Ports, directory: Path, layout: Layout | None = None) -> list[str]:
     config = directory / "prometheus.yml"
-    config.write_text(yaml.safe_dump(prometheus_config(ports, directory), sort_keys=False))
+    settings = prometheus_config(ports, directory, layout)
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
     return [
         require("prometheus", "prometheus"),
         f"--config.file={config}",

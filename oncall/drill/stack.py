@@ -44,6 +44,7 @@ class UpOptions:
     rules: tuple[Path, ...] = ()
     replicas: int = 2
     timeout: float = 30.0
+    dcgm_layout: str = "helm"  # see oncall/drill/gpu_sim/layout.py
 
 
 def _ports() -> Ports:
@@ -154,6 +155,7 @@ def up(options: UpOptions) -> DrillState:
     if not 0 < options.for_scale <= 10:
         raise DrillError(f"--for-scale must be within (0, 10], got {options.for_scale:g}")
     scenario = get_scenario(options.scenario) if options.scenario else None
+    layout = c.dcgm_layout(options.dcgm_layout)
     for sub in ("logs", "targets", "rules"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
     sources = list(options.rules)
@@ -174,11 +176,11 @@ def up(options: UpOptions) -> DrillState:
     }
     try:
         _start(state, "redis", c.redis_argv(ports, directory / "redis"), ports.redis)
-        cluster = c.cluster_argv(ports, directory, options.replicas)
+        cluster = c.cluster_argv(ports, directory, options.replicas, layout)
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)
         _start(state, "redis-exporter", c.redis_exporter_argv(ports), ports.redis_exporter)
-        _start(state, "prometheus", c.prometheus_argv(ports, directory), ports.prometheus)
+        _start(state, "prometheus", c.prometheus_argv(ports, directory, layout), ports.prometheus)
         _wait_ready(state, ports, options.timeout)
         _set_degradation_level(ports, 0)
         code, body = c.http_get(f"{ports.url('gateway')}/drill/config")

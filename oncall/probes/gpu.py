@@ -1,12 +1,19 @@
-"""GPU probe `gpu.devices`: memory, utilisation, temperature, power, ECC and XID of each GPU.
+"""GPU probes.
 
-Read through NVML on this host, or from dcgm-exporter metrics in Prometheus; `auto` uses NVML
-when it starts here and otherwise DCGM, saying why in `hint`. The same numbers by hand:
+`gpu.devices`: memory, utilisation, temperature, power, ECC and Xid of each GPU (or MIG
+instance) and the pods using it. Read through NVML on this host, or from dcgm-exporter metrics
+in Prometheus (every label layout: `oncall.backends.dcgm`); `auto` uses NVML when it starts
+here and otherwise DCGM, saying why in `hint`. The same numbers by hand:
 
     nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,\
 temperature.gpu,power.draw --format=csv
     curl -s 'http://PROMETHEUS:9090/api/v1/query' \
         --data-urlencode 'query={__name__=~"DCGM_FI_DEV_(FB_USED|FB_FREE|…|XID_ERRORS)"}'
+
+`gpu.vllm_memory`: the `--gpu-memory-utilization` a vLLM Deployment runs with, the fraction of
+each GPU vLLM pre-allocates at start (`oncall.probes.gpu_args`):
+
+    kubectl get deployment NAME -n NS -o yaml
 """
 
 from __future__ import annotations
@@ -17,18 +24,20 @@ from typing import Literal
 
 from pydantic import Field
 
+from oncall.backends.dcgm import dcgm_devices, dcgm_query
 from oncall.backends.gpu import (
     DCGM_HINT,
     GpuDevice,
     NvmlClient,
-    dcgm_devices,
-    dcgm_query,
     is_this_host,
     nvml_last_outcome,
 )
+from oncall.backends.kube import BACKEND as KUBE_BACKEND
 from oncall.errors import BackendError
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
+from oncall.probes.gpu_args import DEFAULT_GPU_MEMORY_UTILIZATION, parse_gpu_memory_utilization
+from oncall.probes.kube import _kubectl, _vllm_container, kube_reader
 from oncall.probes.prometheus import prometheus_client
 
 Source = Literal["auto", "nvml", "dcgm"]
@@ -44,8 +53,16 @@ class DevicesParams(ProbeParams):
         None, description="nvml, dcgm, or auto (NVML if it starts here); default gpu.source."
     )
     node: str | None = Field(
-        None, description="Only this node's GPUs (DCGM `Hostname`); NVML reads this host only."
+        None,
+        description="Only this node's GPUs (DCGM `Hostname` or `hostname`); NVML reads this "
+        "host only.",
     )
+
+
+class VllmMemoryParams(ProbeParams):
+    deployment: str = Field(description="The vLLM Deployment's name.")
+    namespace: str | None = Field(None, description="Default: the settings' namespace.")
+    container: str | None = Field(None, description="Default: the container mentioning vllm.")
 
 
 async def nvml_client(ctx: ProbeContext) -> NvmlClient:
@@ -98,15 +115,26 @@ async def _read(
         raise BackendError(exc.backend, exc.target, exc.reason, detail) from exc
 
 
+def _unattributed_mib(device: GpuDevice) -> float | None:
+    """Device memory no pod's processes account for (GPU sharing's per-pod split only)."""
+    shares = [p.memory_used_mib for p in device.pods]
+    if device.memory_used_mib is None or not shares or None in shares:
+        return None
+    return max(0.0, device.memory_used_mib - sum(s for s in shares if s is not None))
+
+
 def _device_facts(device: GpuDevice) -> Facts:
     return {
         "index": device.index,
         "uuid": device.uuid,
         "name": device.name,
         "node": device.node,
+        "instance_id": device.instance_id,
+        "mig_profile": device.mig_profile,
         "memory_used_mib": device.memory_used_mib,
         "memory_total_mib": device.memory_total_mib,
         "memory_free_mib": device.memory_free_mib,
+        "memory_reserved_mib": device.memory_reserved_mib,
         "memory_used_ratio": device.memory_used_ratio,
         "utilization_ratio": device.utilization_ratio,
         "temperature_c": device.temperature_c,
@@ -114,17 +142,31 @@ def _device_facts(device: GpuDevice) -> Facts:
         "ecc_uncorrected": device.ecc_uncorrected,
         "last_xid": device.last_xid,
         "processes": [{"pid": p.pid, "used_mib": p.used_mib} for p in device.processes],
+        "pods": [
+            {
+                "namespace": p.namespace,
+                "pod": p.pod,
+                "container": p.container,
+                "memory_used_mib": p.memory_used_mib,
+            }
+            for p in device.pods
+        ],
+        "unattributed_mib": _unattributed_mib(device),
     }
 
 
 async def run_devices(ctx: ProbeContext, params: DevicesParams) -> Facts:
-    """Facts: `source` ("nvml" | "dcgm"), `devices` ([{index, uuid, name, node,
-    memory_used_mib, memory_total_mib, memory_free_mib, memory_used_ratio (0–1),
-    utilization_ratio (0–1), temperature_c, power_w, ecc_uncorrected, last_xid,
-    processes: [{pid, used_mib}]}]), `count`, `max_memory_used_ratio`, `min_memory_free_mib`,
-    `total_free_mib` (None when no device reports them), and `hint`: why the other source was
-    not used, or None. A reading a source lacks is None (ECC on consumer cards, XIDs and
-    processes through NVML are not read: `last_xid` None, DCGM has no `processes`)."""
+    """Facts: `source` ("nvml" | "dcgm"), `devices` ([{index, uuid, name, node, instance_id
+    and mig_profile (MIG instances; else None), memory_used_mib, memory_total_mib (used + free
+    + reserved), memory_free_mib, memory_reserved_mib, memory_used_ratio (used / (used + free),
+    0–1), utilization_ratio (0–1), temperature_c, power_w, ecc_uncorrected, last_xid,
+    processes: [{pid, used_mib}] (NVML), pods: [{namespace, pod, container, memory_used_mib}]
+    (DCGM's pod mapping; memory_used_mib only with GPU sharing's per-pod split),
+    unattributed_mib (used memory no pod accounts for, with that split; else None)}]),
+    `count`, `max_memory_used_ratio`, `min_memory_free_mib`, `total_free_mib` (None when no
+    device reports them), `xid_count` (devices whose last Xid is not 0) and `hint`: why the
+    other source was not used, or None. A reading a source lacks is None (ECC on consumer
+    cards; Xids through NVML are not read: `last_xid` None; DCGM has no `processes`)."""
     source, devices, hint = await _read(ctx, params)
     ratios = [d.memory_used_ratio for d in devices if d.memory_used_ratio is not None]
     free = [d.memory_free_mib for d in devices if d.memory_free_mib is not None]
@@ -135,6 +177,7 @@ async def run_devices(ctx: ProbeContext, params: DevicesParams) -> Facts:
         "max_memory_used_ratio": max(ratios, default=None),
         "min_memory_free_mib": min(free, default=None),
         "total_free_mib": sum(free) if free else None,
+        "xid_count": sum(1 for d in devices if d.last_xid),
         "hint": hint,
     }
 
@@ -153,13 +196,65 @@ def devices_equivalent(ctx: ProbeContext, params: DevicesParams) -> str:
     return f"curl -s {shlex.quote(url)} --data-urlencode {shlex.quote(query)}"
 
 
+async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:
+    """Facts: `deployment`, `container`, `gpu_memory_utilization` (the fraction of each GPU
+    vLLM pre-allocates: the container's `--gpu-memory-utilization`, else vLLM's default),
+    `configured` (the value written in the spec, None when absent or not a number), `form`
+    ("flag", "shell", "default" or "unresolved": a `$(VAR)` or text vLLM would reject),
+    `default` (0.92), `problem` (why "unresolved", else None).
+
+    A `container` naming no container of the Deployment is a "not found" error.
+    """
+    reader = await kube_reader(ctx)
+    namespace = params.namespace or ctx.settings.kubernetes.namespace
+    dep = await reader.get_deployment(namespace, params.deployment)
+    template = ((dep.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = [
+        {
+            "name": c.get("name"),
+            "image": c.get("image"),
+            "command": list(c.get("command") or []),
+            "args": list(c.get("args") or []),
+            "env": list(c.get("env") or []),
+        }
+        for c in template.get("containers") or []
+    ]
+    chosen = _vllm_container(containers, params.container)
+    if chosen is None:
+        detail = f'deployment "{params.deployment}" has no container "{params.container}"'
+        raise BackendError(KUBE_BACKEND, reader.target, "not found", detail)
+    parsed = parse_gpu_memory_utilization(chosen["command"], chosen["args"], chosen["env"])
+    return {
+        "deployment": params.deployment,
+        "container": chosen["name"],
+        "gpu_memory_utilization": parsed.effective,
+        "configured": parsed.value,
+        "form": parsed.form,
+        "default": DEFAULT_GPU_MEMORY_UTILIZATION,
+        "problem": parsed.problem,
+    }
+
+
+def vllm_memory_equivalent(ctx: ProbeContext, params: VllmMemoryParams) -> str:
+    namespace = params.namespace or ctx.settings.kubernetes.namespace
+    return _kubectl(ctx, "get", "deployment", params.deployment, "-n", namespace, "-o", "yaml")
+
+
 PROBES = (
     Probe(
         name="gpu.devices",
         backend="gpu",
-        summary="GPU memory, utilisation, temperature, power, ECC and XID (NVML or DCGM).",
+        summary="GPU memory, utilisation, temperature, power, ECC, Xid and pods (NVML or DCGM).",
         params=DevicesParams,
         run=run_devices,
         equivalent=devices_equivalent,
+    ),
+    Probe(
+        name="gpu.vllm_memory",
+        backend="kubernetes",
+        summary="The --gpu-memory-utilization a vLLM Deployment pre-allocates of each GPU.",
+        params=VllmMemoryParams,
+        run=run_vllm_memory,
+        equivalent=vllm_memory_equivalent,
     ),
 )

@@ -24,9 +24,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from oncall.drill.gpu_sim.devices import FB_FULL_FRACTION, Gpu, GpuSpec, MemoryModel
+from oncall.drill.gpu_sim.devices import FB_FULL_FRACTION, GpuSpec, PodClaim, Slot, vllm_used_mib
+from oncall.drill.gpu_sim.podresources import static_pods
 from oncall.drill.gpu_sim.server import Exporter, build_app
-from oncall.drill.netutil import free_loopback_port
 from oncall.errors import BackendError
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu import NVIDIA_SMI, PROBES, DevicesParams, devices_equivalent, run_devices
@@ -40,7 +40,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 SPEC = GpuSpec()
-BASE_MIB = SPEC.context_mib + MemoryModel().weights_mib
+USABLE_MIB = SPEC.total_mib - SPEC.reserved_mib
+VLLM_MIB = vllm_used_mib(SPEC, Slot("0", "node-1"), 0.92)
 
 
 # ------------------------------------------------------------------------------ fake pynvml
@@ -136,7 +137,9 @@ class FakePynvml(types.ModuleType):
     def nvmlDeviceGetMemoryInfo(self, card: FakeCard, version: int | None = None) -> Any:
         assert version == self.nvmlMemory_v2
         free = card.total - card.used - 512 * MIB  # v2: reserved is neither used nor free
-        return types.SimpleNamespace(total=card.total, used=card.used, free=free)
+        return types.SimpleNamespace(
+            total=card.total, used=card.used, free=free, reserved=512 * MIB
+        )
 
     def nvmlDeviceGetUtilizationRates(self, card: FakeCard) -> Any:
         return types.SimpleNamespace(gpu=card.util_pct, memory=10)
@@ -209,9 +212,10 @@ async def test_nvml_devices_with_numbers(monkeypatch: pytest.MonkeyPatch) -> Non
         "source": "nvml",
         "count": 2,
         "hint": None,
-        "max_memory_used_ratio": 0.95,
+        "max_memory_used_ratio": 76 / 79.5,  # used / (used + free): the reserve is neither
         "min_memory_free_mib": 3.5 * 1024,
         "total_free_mib": 3.5 * 1024 + 21.5 * 1024,
+        "xid_count": 0,
         "devices": [
             {
                 "index": 0,
@@ -221,7 +225,12 @@ async def test_nvml_devices_with_numbers(monkeypatch: pytest.MonkeyPatch) -> Non
                 "memory_used_mib": 76 * 1024,
                 "memory_total_mib": 80 * 1024,
                 "memory_free_mib": 3.5 * 1024,
-                "memory_used_ratio": 0.95,
+                "memory_reserved_mib": 512,
+                "memory_used_ratio": 76 / 79.5,
+                "instance_id": None,
+                "mig_profile": None,
+                "pods": [],
+                "unattributed_mib": None,
                 "utilization_ratio": 0.87,
                 "temperature_c": 71,
                 "power_w": 412.5,
@@ -240,7 +249,12 @@ async def test_nvml_devices_with_numbers(monkeypatch: pytest.MonkeyPatch) -> Non
                 "memory_used_mib": 2 * 1024,
                 "memory_total_mib": 24 * 1024,
                 "memory_free_mib": 21.5 * 1024,
-                "memory_used_ratio": 2 / 24,
+                "memory_reserved_mib": 512,
+                "memory_used_ratio": 2 / 23.5,
+                "instance_id": None,
+                "mig_profile": None,
+                "pods": [],
+                "unattributed_mib": None,
                 "utilization_ratio": 0.0,
                 "temperature_c": 35,
                 "power_w": 21.0,
@@ -340,18 +354,18 @@ module_loop = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def dcgm(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Dcgm]:
-    # GPU 0 of node-1 serves a busy vLLM (half its KV cache in use); the others are idle.
-    state = {"kv_usage": 0.5, "running": 8, "max_num_seqs": 16}
+    # GPU 0 of node-1 is held by a busy vLLM pod; the other GPUs by no pod.
+    state = {"running": 8, "max_num_seqs": 16}
 
     async def drill_state(request: web.Request) -> web.Response:
         return web.json_response(state)
 
     stub = web.Application()
     stub.router.add_get("/drill/state", drill_state)
-    dead = f"http://127.0.0.1:{free_loopback_port()}"
     async with serve_app(stub) as vllm_url:
-        node1 = Exporter([Gpu("0", "node-1", vllm_url), Gpu("1", "node-1", dead)])
-        node2 = Exporter([Gpu("0", "node-2", dead)])
+        pods = static_pods([PodClaim("ai", "vllm-a", vllm_url=vllm_url)])
+        node1 = Exporter("node-1", 2, pods=pods)
+        node2 = Exporter("node-2", 1)
         async with (
             serve_app(build_app(node1)) as node1_url,
             serve_app(build_app(node2)) as node2_url,
@@ -387,20 +401,23 @@ async def test_dcgm_devices_from_prometheus(dcgm: Dcgm) -> None:
         assert device["name"] == SPEC.model_name
         assert device["uuid"].startswith("GPU-")
         assert device["memory_total_mib"] == SPEC.total_mib
-        assert device["memory_used_mib"] + device["memory_free_mib"] == SPEC.total_mib
+        assert device["memory_reserved_mib"] == SPEC.reserved_mib
+        assert device["memory_used_mib"] + device["memory_free_mib"] == USABLE_MIB
         assert device["ecc_uncorrected"] is None  # the simulator exports no ECC counter
         assert device["last_xid"] == 0
         assert device["processes"] == []
     assert len({d["uuid"] for d in devices}) == 3
-    assert idle["memory_used_mib"] == BASE_MIB
-    assert idle["memory_used_ratio"] == pytest.approx(BASE_MIB / SPEC.total_mib)
-    assert (idle["utilization_ratio"], idle["power_w"]) == (0.0, SPEC.idle_power_w)
-    assert busy["memory_used_mib"] > BASE_MIB
+    assert [p["pod"] for p in busy["pods"]] == ["vllm-a"] and idle["pods"] == []
+    assert busy["memory_used_mib"] == VLLM_MIB  # pre-allocated, whatever the load
+    assert busy["memory_used_ratio"] == pytest.approx(VLLM_MIB / USABLE_MIB)
+    assert (idle["memory_used_mib"], idle["utilization_ratio"]) == (0, 0.0)
+    assert idle["power_w"] == SPEC.idle_power_w
     assert 0.4 <= busy["utilization_ratio"] <= 1.0
     assert busy["temperature_c"] > idle["temperature_c"]
     assert facts["max_memory_used_ratio"] == busy["memory_used_ratio"]
     assert facts["min_memory_free_mib"] == busy["memory_free_mib"]
     assert facts["total_free_mib"] == sum(d["memory_free_mib"] for d in devices)
+    assert facts["xid_count"] == 0
 
 
 @module_loop
@@ -410,14 +427,18 @@ async def test_dcgm_node_filter(dcgm: Dcgm) -> None:
     with pytest.raises(BackendError) as caught:
         await probe(dcgm.settings(source="dcgm"), node="node-9")
     assert caught.value.reason == "no data"
-    assert "Hostname='node-9'" in caught.value.detail
+    assert "Hostname or hostname 'node-9'" in caught.value.detail
 
 
 @module_loop
-async def test_fb_full_fault_shows_memory_nearly_full(dcgm: Dcgm) -> None:
+async def test_fb_full_and_xid_faults_through_prometheus(dcgm: Dcgm) -> None:
     async def node1_gpu1() -> dict[str, Any]:
         facts = await probe(dcgm.settings(source="dcgm"), node="node-1")
-        return {**facts["devices"][1], "max": facts["max_memory_used_ratio"]}
+        return {
+            **facts["devices"][1],
+            "max": facts["max_memory_used_ratio"],
+            "xids": facts["xid_count"],
+        }
 
     async def scraped(xid: int) -> bool:
         return bool((await node1_gpu1())["last_xid"] == xid)
@@ -428,14 +449,14 @@ async def test_fb_full_fault_shows_memory_nearly_full(dcgm: Dcgm) -> None:
         await eventually(lambda: scraped(79), within=10, what="Prometheus to scrape the faults")
         full = await node1_gpu1()
         assert full["memory_used_ratio"] == pytest.approx(FB_FULL_FRACTION, abs=0.001)
-        assert full["memory_used_ratio"] > 0.97
-        assert full["memory_free_mib"] < 0.02 * SPEC.total_mib
+        assert full["pods"] == []  # a process outside Kubernetes: no pod to name
         assert full["max"] == full["memory_used_ratio"]
+        assert full["xids"] == 1
     finally:
         # The exporters are shared by the module: leave them, and Prometheus, as found.
         await dcgm.fault(fault="none", gpu="1")
         await eventually(lambda: scraped(0), within=10, what="Prometheus to scrape the clear")
-    assert (await node1_gpu1())["memory_used_mib"] == BASE_MIB
+    assert (await node1_gpu1())["memory_used_mib"] == 0
 
 
 @module_loop

@@ -22,7 +22,8 @@ from aiohttp import web
 from oncall.drill.cluster.ksm import metrics_app
 from oncall.drill.cluster.pods import VllmPodHook
 from oncall.drill.cluster.service import ServiceProxy, file_sd_targets, write_file_sd
-from oncall.drill.gpu_sim.devices import Gpu
+from oncall.drill.gpu_sim.layout import Layout
+from oncall.drill.gpu_sim.podresources import kube_pod_claims
 from oncall.drill.gpu_sim.server import Exporter
 from oncall.drill.gpu_sim.server import build_app as gpu_exporter_app
 from oncall.drill.kube_sim import KubeSim, default_objects, serve, write_kubeconfig
@@ -50,6 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kv-capacity-tokens", type=int, default=12_000)
     parser.add_argument("--tokens-per-second", type=float, default=150.0)
     parser.add_argument("--start-delay", type=float, default=0.3)
+    parser.add_argument("--dcgm-layout", type=Layout.parse, default=Layout(), help="layout.py")
     return parser.parse_args(argv)
 
 
@@ -95,11 +97,10 @@ async def amain(args: argparse.Namespace) -> int:
     runners = [await serve(sim, args.api_port, tls=tls)]
     runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
     runners.append(await _site(metrics_app(sim, NAMESPACE), args.metrics_port))
-    # Both GPUs read the vLLM state through the Service: pods come and go (rebuilds,
-    # rollouts) and the Service always knows the Ready ones.
-    service_url = f"http://{LOOPBACK}:{args.service_port}"
-    gpus = [Gpu(str(i), "gpu-node-1", service_url) for i in range(2)]
-    runners.append(await _site(gpu_exporter_app(Exporter(gpus)), args.gpu_port))
+    # The node's exporter maps each GPU to the pod the kubelet gave it (pods come and go).
+    pods = kube_pod_claims(sim, NAMESPACE, SELECTOR, "gpu-node-1")
+    exporter = Exporter("gpu-node-1", 4, pods=pods, layout=args.dcgm_layout)
+    runners.append(await _site(gpu_exporter_app(exporter), args.gpu_port))
     if tls is not None and certificate is not None:  # the app and kubectl use HTTPS
         write_kubeconfig(
             args.kubeconfig, tls[0], sim.users, ca_file=certificate[0], namespace=NAMESPACE

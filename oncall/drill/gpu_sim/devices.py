@@ -1,9 +1,12 @@
-"""The simulated GPUs: identity, the load read from vLLM, faults, and the derived readings.
+"""The simulated GPUs: identity, the pods on them, faults, and the derived readings.
 
-Pure functions and value types, no I/O. Memory follows vLLM's KV usage the way a reader of
-`nvidia-smi` expects on an 80 GiB H100: a CUDA context, the model weights, and the part of the
-KV pool in use. (Real vLLM pre-allocates its whole pool, so real `FB_USED` is flat; the drill
-makes memory move with load so the "GPU memory > 95%" alert can be reached by load alone.)
+Pure functions and value types, no I/O. Framebuffer memory behaves as vLLM makes it behave:
+vLLM pre-allocates `--gpu-memory-utilization` (default 0.92) of the memory CUDA can allocate
+at start (weights, activations and the whole KV-cache pool) plus its CUDA context, and holds
+it, so `FB_USED` is flat whatever the traffic or `--max-num-seqs` (vLLM docs, "Optimization
+and Tuning"; `vllm/config/cache.py`). Load moves utilisation, temperature and power only.
+The card is an H100 80GB HBM3 as dcgm-exporter's own test data shows it: 81559 MiB in all,
+81079 MiB free when idle (the rest is the driver's reserve, `FB_RESERVED`).
 """
 
 from __future__ import annotations
@@ -12,11 +15,14 @@ import uuid
 from dataclasses import dataclass, field
 
 #: `DCGM_FI_DEV_XID_ERRORS` value the `xid` fault sets when none is given: 48 is a
-#: double-bit ECC error, the classic "drain the node" XID.
+#: double-bit ECC error.
 DEFAULT_XID = 48
-#: Framebuffer fraction the `fb-full` fault pins (the brief: > 97%).
+#: Framebuffer fraction the `fb-full` fault pins: a process outside Kubernetes (nothing the
+#: exporter can map to a pod) fills the card.
 FB_FULL_FRACTION = 0.985
-DRIVER_VERSION = "550.90.07"
+DRIVER_VERSION = "575.51.03"
+#: vLLM's default `--gpu-memory-utilization` (`vllm/config/cache.py`, `Field(default=0.92)`).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 
 
 @dataclass(frozen=True)
@@ -25,88 +31,83 @@ class GpuSpec:
 
     model_name: str = "NVIDIA H100 80GB HBM3"
     total_mib: int = 81559
-    context_mib: int = 520
+    reserved_mib: int = 480
+    #: A vLLM process's CUDA context and what else it holds outside its utilisation budget.
+    context_mib: int = 512
+    #: MIG mode: each GPU split into instances of this profile and framebuffer size.
+    mig_profile: str = "3g.40gb"
+    mig_instances: int = 2
+    mig_instance_mib: int = 40320
     idle_power_w: float = 70.0
     max_power_w: float = 700.0
     idle_temp_c: float = 33.0
     max_temp_c: float = 78.0
 
+    @property
+    def usable_mib(self) -> int:
+        """What CUDA can allocate (used + free): vLLM's utilisation is a fraction of this."""
+        return self.total_mib - self.reserved_mib
+
 
 @dataclass(frozen=True)
-class PodRef:
-    """The Kubernetes container using the GPU (dcgm-exporter's pod mapping)."""
+class PodClaim:
+    """A container holding GPUs (the kubelet pod-resources view) and the vLLM it runs."""
 
     namespace: str
     pod: str
     container: str = "vllm"
+    vllm_url: str | None = None
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    gpus: int = 1
 
-    @classmethod
-    def parse(cls, text: str) -> PodRef:
-        """`namespace/pod` or `namespace/pod/container`."""
-        parts = text.split("/")
-        if len(parts) not in (2, 3) or not all(parts):
-            raise ValueError(f"{text!r}: expected NAMESPACE/POD[/CONTAINER]")
-        return cls(*parts)
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.namespace, self.pod, self.container)
 
 
 @dataclass(frozen=True)
-class Gpu:
-    """One simulated GPU and what it is bound to."""
+class Slot:
+    """Something the device plugin hands to a pod: a whole GPU, or one MIG instance of it."""
 
     index: str
     hostname: str
-    vllm_url: str
-    pod: PodRef | None = None
+    instance_id: str | None = None
+    profile: str | None = None
 
     @property
     def uuid(self) -> str:
-        """Stable per host and index, shaped like NVML's `GPU-xxxxxxxx-...`."""
+        """Stable per host and index, shaped like NVML's `GPU-xxxxxxxx-...` (MIG: the parent's)."""
         return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{self.hostname}/gpu{self.index}')}"
 
     @property
     def pci_bus_id(self) -> str:
-        """A plausible PCI bus id, distinct per index."""
         number = int(self.index) if self.index.isdigit() else 0
         return f"00000000:{0x18 + 0x10 * number:02X}:00.0"
 
-    def labels(self, spec: GpuSpec) -> dict[str, str]:
-        """Labels in dcgm-exporter's order; pod labels are empty when no pod is mapped."""
-        pod = self.pod
-        return {
-            "gpu": self.index,
-            "UUID": self.uuid,
-            "pci_bus_id": self.pci_bus_id,
-            "device": f"nvidia{self.index}",
-            "modelName": spec.model_name,
-            "Hostname": self.hostname,
-            "DCGM_FI_DRIVER_VERSION": DRIVER_VERSION,
-            "container": pod.container if pod else "",
-            "namespace": pod.namespace if pod else "",
-            "pod": pod.pod if pod else "",
-        }
+    def capacity_mib(self, spec: GpuSpec) -> int:
+        """used + free of this slot."""
+        return spec.mig_instance_mib if self.instance_id else spec.usable_mib
 
 
 @dataclass(frozen=True)
 class VllmLoad:
-    """What the bound vLLM simulator reported; `reachable=False` = idle, weights loaded."""
+    """What a pod's vLLM simulator reported; `reachable=False` = idle (memory still held)."""
 
     reachable: bool
-    kv_usage: float = 0.0
     running: int = 0
     max_num_seqs: int = 256
 
     @classmethod
     def from_state(cls, state: object) -> VllmLoad:
-        """From vLLM's `GET /drill/state` JSON (`kv_usage` 0–1, `running`, `max_num_seqs`)."""
+        """From vLLM's `GET /drill/state` JSON (`running`, `max_num_seqs`, `dead`)."""
         if not isinstance(state, dict) or state.get("dead") is True:
             return cls(reachable=False)
         try:
-            kv = min(1.0, max(0.0, float(state.get("kv_usage", 0.0))))
             running = max(0, int(state.get("running", 0)))
             seqs = max(1, int(state.get("max_num_seqs", 256)))
         except (TypeError, ValueError):
             return cls(reachable=False)
-        return cls(reachable=True, kv_usage=kv, running=running, max_num_seqs=seqs)
+        return cls(reachable=True, running=running, max_num_seqs=seqs)
 
 
 @dataclass
@@ -117,56 +118,66 @@ class DeviceFaults:
     xid: int = 0
 
     def describe(self) -> list[str]:
-        """Active faults, for `GET /drill/state`."""
         out = ["fb-full"] if self.fb_full else []
         return [*out, f"xid={self.xid}"] if self.xid else out
 
 
 @dataclass(frozen=True)
 class Reading:
-    """One scrape's values for one GPU, in dcgm-exporter units."""
+    """One scrape's values for one slot, in dcgm-exporter units; `per_pod_used` is each pod's
+    own processes' memory (what GPU sharing's per-pod rows show)."""
 
     fb_used_mib: int
     fb_free_mib: int
+    fb_reserved_mib: int
     util_pct: int
     temp_c: int
     power_w: float
     xid: int
-    notes: tuple[str, ...] = field(default=())
+    per_pod_used: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    per_pod_util: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class MemoryModel:
-    """How much of the card vLLM takes: weights, and a KV pool up to `utilization`."""
-
-    weights_mib: int = 15360
-    #: vLLM's --gpu-memory-utilization for the pool's ceiling. 0.97 (not vLLM's 0.92) so a
-    #: full KV cache crosses the 95% alert line, as in the source articles' incidents.
-    utilization: float = 0.97
+def vllm_used_mib(spec: GpuSpec, slot: Slot, utilization: float) -> int:
+    """What one vLLM process holds on a slot from start to exit: utilisation × capacity +
+    its context (`vllm/v1/worker/gpu_worker.py` sizes the KV pool to fill the budget)."""
+    return round(max(0.0, min(1.0, utilization)) * slot.capacity_mib(spec)) + spec.context_mib
 
 
-def read_gpu(spec: GpuSpec, memory: MemoryModel, load: VllmLoad, faults: DeviceFaults) -> Reading:
-    """The readings of a GPU under load and faults."""
-    base = spec.context_mib + memory.weights_mib
-    pool = max(0.0, memory.utilization * spec.total_mib - base)
-    used = base + load.kv_usage * pool if load.reachable else float(base)
-    notes: list[str] = [] if load.reachable else ["vLLM state unavailable: idle, weights loaded"]
+def _util(load: VllmLoad) -> int:
+    if not load.reachable or load.running == 0:
+        return 0
+    busy = min(1.0, load.running / min(load.max_num_seqs, 16))
+    return round(40 + 60 * busy)
+
+
+def read_slot(
+    spec: GpuSpec,
+    slot: Slot,
+    pods: list[tuple[PodClaim, VllmLoad]],
+    faults: DeviceFaults,
+) -> Reading:
+    """The readings of a slot with these pods on it (independent of their load for memory)."""
+    capacity = slot.capacity_mib(spec)
+    shares = {
+        claim.key: vllm_used_mib(spec, slot, claim.gpu_memory_utilization) for claim, _ in pods
+    }
+    used = float(sum(shares.values()))
     if faults.fb_full:
-        used = max(used, FB_FULL_FRACTION * spec.total_mib)
-    used_mib = min(spec.total_mib, round(used))
-    if load.reachable and load.running > 0:
-        busy = min(1.0, load.running / min(load.max_num_seqs, 16))
-        util = round(40 + 60 * busy)
-    else:
-        util = 0
+        used = max(used, FB_FULL_FRACTION * capacity)
+    used_mib = min(capacity, round(used))
+    utils = {claim.key: _util(load) for claim, load in pods}
+    util = min(100, sum(utils.values()))
     temp = spec.idle_temp_c + (spec.max_temp_c - spec.idle_temp_c) * util / 100
     power = spec.idle_power_w + (spec.max_power_w - spec.idle_power_w) * 0.9 * util / 100
     return Reading(
         fb_used_mib=used_mib,
-        fb_free_mib=spec.total_mib - used_mib,
+        fb_free_mib=capacity - used_mib,
+        fb_reserved_mib=0 if slot.instance_id else spec.reserved_mib,
         util_pct=util,
         temp_c=round(temp),
         power_w=round(power, 3),
         xid=faults.xid,
-        notes=tuple(notes),
+        per_pod_used={key: min(capacity, mib) for key, mib in shares.items()},
+        per_pod_util=utils,
     )

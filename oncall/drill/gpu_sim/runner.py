@@ -1,9 +1,10 @@
 """Runs one simulated GPU exporter as a process: argument parsing, serving, clean stop.
 
-`python -m oncall.drill.gpu_sim --port N --hostname node-1 --gpu 0=http://127.0.0.1:A
-[--gpu 1=...] [--pod 0=ai/vllm-xyz[/container]] [--weights-mib M]` binds 127.0.0.1 only and
-refuses vLLM URLs that are not loopback. SIGTERM/SIGINT stop it with status 0; usage errors
-exit with status 2.
+`python -m oncall.drill.gpu_sim --port N [--hostname node-1] [--gpus 2]
+[--pod NAMESPACE/POD[/CONTAINER]=VLLM_URL ...] [--gpu-memory-utilization 0.92]
+[--dcgm-layout helm|honor-labels,hostname,virtual-gpus,mig]` binds 127.0.0.1 only and refuses
+vLLM URLs that are not loopback. Pods take GPUs in the order given. SIGTERM/SIGINT stop it with
+status 0; usage errors exit with status 2.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from oncall.drill.gpu_sim.devices import Gpu, MemoryModel, PodRef
+from oncall.drill.gpu_sim.devices import DEFAULT_GPU_MEMORY_UTILIZATION, PodClaim
+from oncall.drill.gpu_sim.layout import Layout
+from oncall.drill.gpu_sim.podresources import static_pods
 from oncall.drill.gpu_sim.server import Exporter, build_app
 from oncall.drill.loadgen.targets import NotLoopbackError, require_loopback_url
 
@@ -24,16 +27,18 @@ HOST = "127.0.0.1"
 EXIT_USAGE = 2
 
 
-def _pairs(parser: argparse.ArgumentParser, flag: str, values: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for value in values:
-        index, sep, rest = value.partition("=")
-        if not sep or not index.isdigit() or not rest:
-            parser.error(f"{flag} {value!r}: expected INDEX=VALUE, e.g. 0=...")
-        if index in out:
-            parser.error(f"{flag}: GPU {index} given twice")
-        out[index] = rest
-    return out
+def _claim(text: str, utilization: float) -> PodClaim:
+    ref, sep, url = text.partition("=")
+    parts = ref.split("/")
+    if not sep or not url or len(parts) not in (2, 3) or not all(parts):
+        raise ValueError(f"--pod {text!r}: expected NAMESPACE/POD[/CONTAINER]=VLLM_URL")
+    return PodClaim(
+        parts[0],
+        parts[1],
+        parts[2] if len(parts) == 3 else "vllm",
+        require_loopback_url(url, frozenset({"http"})),
+        utilization,
+    )
 
 
 def parse_args(argv: Sequence[str]) -> tuple[int, Exporter]:
@@ -43,32 +48,29 @@ def parse_args(argv: Sequence[str]) -> tuple[int, Exporter]:
         description="Simulated dcgm-exporter for the oncall drill (loopback only).",
     )
     parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
-    parser.add_argument("--hostname", default="node-1", help="the Hostname label")
-    parser.add_argument("--gpu", action="append", required=True, help="INDEX=VLLM_URL (repeatable)")
+    parser.add_argument("--hostname", default="node-1", help="the node label's value")
+    parser.add_argument("--gpus", type=int, default=2, help="GPUs of the node (1..16)")
     parser.add_argument(
-        "--pod", action="append", default=[], help="INDEX=NAMESPACE/POD[/CONTAINER]"
+        "--pod", action="append", default=[], help="NAMESPACE/POD[/CONTAINER]=VLLM_URL"
     )
-    parser.add_argument("--weights-mib", type=int, default=MemoryModel.weights_mib)
+    parser.add_argument(
+        "--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION
+    )
+    parser.add_argument("--dcgm-layout", default="helm", help="helm, or options (layout.py)")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error(f"--port must be in 1..65535, not {args.port}")
-    urls = _pairs(parser, "--gpu", args.gpu)
-    pods = _pairs(parser, "--pod", args.pod)
-    gpus: list[Gpu] = []
+    if not 1 <= args.gpus <= 16:
+        parser.error(f"--gpus must be in 1..16, not {args.gpus}")
+    if not 0 < args.gpu_memory_utilization <= 1:
+        parser.error("--gpu-memory-utilization must be within (0, 1]")
     try:
-        for index, url in urls.items():
-            pod = PodRef.parse(pods[index]) if index in pods else None
-            gpus.append(
-                Gpu(index, args.hostname, require_loopback_url(url, frozenset({"http"})), pod)
-            )
+        layout = Layout.parse(args.dcgm_layout)
+        claims = [_claim(text, args.gpu_memory_utilization) for text in args.pod]
     except (NotLoopbackError, ValueError) as exc:
         parser.error(str(exc))
-    stray = sorted(set(pods) - set(urls))
-    if stray:
-        parser.error(f"--pod for GPUs without --gpu: {', '.join(stray)}")
-    if not 0 <= args.weights_mib < 80000:
-        parser.error("--weights-mib must be within 0..80000")
-    return args.port, Exporter(gpus, memory=MemoryModel(weights_mib=args.weights_mib))
+    exporter = Exporter(args.hostname, args.gpus, pods=static_pods(claims), layout=layout)
+    return args.port, exporter
 
 
 async def serve(port: int, exporter: Exporter) -> int:

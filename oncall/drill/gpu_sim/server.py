@@ -2,15 +2,17 @@
 
 Routes:
 
-* `GET /metrics` — dcgm-exporter gauges (`DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_FB_FREE` in MiB,
-  `DCGM_FI_DEV_GPU_UTIL` %, `DCGM_FI_DEV_GPU_TEMP` C, `DCGM_FI_DEV_POWER_USAGE` W,
-  `DCGM_FI_DEV_XID_ERRORS` = last XID) with labels `gpu`, `UUID`, `pci_bus_id`, `device`,
-  `modelName`, `Hostname`, `DCGM_FI_DRIVER_VERSION`, `container`, `namespace`, `pod`.
-  Each scrape reads the bound vLLM simulators' `GET /drill/state` (timeout 0.5 s).
+* `GET /metrics` — dcgm-exporter gauges (`DCGM_FI_DEV_FB_USED`, `FB_FREE`, `FB_RESERVED` in
+  MiB, `GPU_UTIL` %, `GPU_TEMP` C, `POWER_USAGE` W, `XID_ERRORS` = last Xid) in the label
+  layout of `layout.Layout`, for the pods the kubelet view (`podresources`) puts on each GPU.
+  Each scrape reads those pods' vLLM `GET /drill/state` (timeout 0.5 s) for utilisation;
+  memory is what each vLLM pre-allocated, whatever its load.
 * `GET /health` — 200 (also under the `hang` and `error` faults: only /metrics breaks).
 * drill only: `POST /drill/fault` `{"fault": "fb-full"|"xid"|"hang"|"error"|"none",
-  "gpu"?: "0", "xid"?: int}` and `GET /drill/state`. `hang` makes /metrics never answer
-  until cleared; `error` makes it answer 500 — Prometheus marks the target down either way.
+  "gpu"?: "0", "xid"?: int}` and `GET /drill/state`. `fb-full`: a process outside Kubernetes
+  fills the GPU; `xid`: the GPU reports that Xid (it stays, as DCGM's last-Xid gauge does,
+  until cleared); `hang` makes /metrics never answer until cleared; `error` makes it answer
+  500 — Prometheus marks the target down either way.
 """
 
 from __future__ import annotations
@@ -29,67 +31,117 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from oncall.drill.gpu_sim.devices import (
     DEFAULT_XID,
     DeviceFaults,
-    Gpu,
     GpuSpec,
-    MemoryModel,
+    PodClaim,
     Reading,
+    Slot,
     VllmLoad,
-    read_gpu,
+    read_slot,
 )
+from oncall.drill.gpu_sim.layout import Layout
+from oncall.drill.gpu_sim.podresources import Allocator, PodSource, static_pods
 
 STATE_TIMEOUT_SECONDS = 0.5
 EXPORTER_FAULTS = ("hang", "error")
 DEVICE_FAULTS = ("fb-full", "xid")
 FAULTS = (*DEVICE_FAULTS, *EXPORTER_FAULTS, "none")
+#: The gauges GPU sharing splits per pod (`process_metrics.go`, `isPerProcessMetric`).
+PER_PROCESS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL")
 
-#: (metric name, help text as dcgm-exporter writes it, Reading attribute).
+#: Not reported for MIG instances: GPU_UTIL is not supported in MIG mode; whether the reserve
+#: is reported per instance is not verified, so the drill leaves it out.
+MIG_UNREPORTED = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_RESERVED")
+#: (metric name, help text as `etc/default-counters.csv` writes it, Reading attribute).
 FIELDS = (
-    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free_mib"),
-    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "fb_used_mib"),
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "util_pct"),
     ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp_c"),
     ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power_w"),
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "util_pct"),
     ("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "xid"),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free_mib"),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "fb_used_mib"),
+    ("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", "fb_reserved_mib"),
 )
 
 
 @dataclass
-class _Snapshot:
-    """The readings the collector renders (set just before rendering)."""
+class SlotState:
+    """One slot at one scrape: its pods (with their time-slicing replica) and readings."""
 
-    rows: list[tuple[dict[str, str], Reading]] = field(default_factory=list)
+    slot: Slot
+    pods: list[tuple[PodClaim, int]]
+    reading: Reading
+
+
+@dataclass
+class _Snapshot:
+    """The rows the collector renders (set just before rendering)."""
+
+    families: list[Metric] = field(default_factory=list)
 
 
 class _DcgmCollector:
-    """A prometheus_client collector over the latest snapshot."""
-
     def __init__(self, snapshot: _Snapshot) -> None:
         self.snapshot = snapshot
 
     def collect(self) -> Iterable[Metric]:
-        rows = self.snapshot.rows
-        if not rows:
-            return
-        names = list(rows[0][0])
-        for name, help_text, attr in FIELDS:
-            family = GaugeMetricFamily(name, help_text, labels=names)
-            for labels, reading in rows:
-                family.add_metric([labels[n] for n in names], float(getattr(reading, attr)))
-            yield family
+        return list(self.snapshot.families)
+
+
+def _value(name: str, state: SlotState, attr: str, claim: PodClaim | None) -> float:
+    reading = state.reading
+    if claim is not None and name == "DCGM_FI_DEV_FB_USED":
+        return float(reading.per_pod_used.get(claim.key, 0))
+    if claim is not None and name == "DCGM_FI_DEV_GPU_UTIL":
+        return float(reading.per_pod_util.get(claim.key, 0))
+    return float(getattr(reading, attr))
+
+
+def render_families(spec: GpuSpec, layout: Layout, states: list[SlotState]) -> list[Metric]:
+    """The metric families of one scrape, row by row as dcgm-exporter emits them."""
+    families: list[Metric] = []
+    for name, help_text, attr in FIELDS:
+        family = GaugeMetricFamily(name, help_text)
+        for state in states:
+            if state.slot.instance_id and name in MIG_UNREPORTED:
+                continue
+            device = layout.device_labels(spec, state.slot)
+            if not state.pods:
+                family.add_sample(name, device, _value(name, state, attr, None))
+            elif not layout.virtual_gpus:
+                claim = state.pods[0][0]  # one pod per GPU without sharing
+                labels = layout.pod_labels(spec, state.slot, claim, 0)
+                family.add_sample(name, labels, _value(name, state, attr, None))
+            else:
+                if name in PER_PROCESS:  # the device row, then each pod's own share
+                    family.add_sample(name, device, _value(name, state, attr, None))
+                for claim, replica in state.pods:
+                    labels = layout.pod_labels(spec, state.slot, claim, replica)
+                    per_pod = claim if name in PER_PROCESS else None
+                    family.add_sample(name, labels, _value(name, state, attr, per_pod))
+        families.append(family)
+    return families
 
 
 class Exporter:
-    """State of one exporter process: GPUs, faults, the metrics registry, an HTTP client."""
+    """State of one exporter: the node's GPUs, the pods on them, faults, an HTTP client."""
 
     def __init__(
-        self, gpus: list[Gpu], spec: GpuSpec | None = None, memory: MemoryModel | None = None
+        self,
+        hostname: str = "node-1",
+        gpus: int = 2,
+        *,
+        pods: PodSource | None = None,
+        layout: Layout | None = None,
+        spec: GpuSpec | None = None,
     ) -> None:
-        if not gpus:
+        if gpus < 1:
             raise ValueError("at least one GPU is needed")
-        self.gpus = gpus
         self.spec = spec or GpuSpec()
-        self.memory = memory or MemoryModel()
-        self.faults = {gpu.index: DeviceFaults() for gpu in gpus}
+        self.layout = layout or Layout()
+        self.pods = pods or static_pods([])
+        self.slots = self.layout.slots(self.spec, hostname, gpus)
+        self.allocator = Allocator(self.slots, self.layout.pods_per_slot())
+        self.faults = {str(i): DeviceFaults() for i in range(gpus)}
         self.exporter_fault: str | None = None
         self.unhung = asyncio.Event()
         self.unhung.set()
@@ -109,30 +161,40 @@ class Exporter:
         if self._client is not None:
             await self._client.close()
 
-    async def _load(self, gpu: Gpu) -> VllmLoad:
+    async def _load(self, claim: PodClaim) -> VllmLoad:
+        if claim.vllm_url is None:
+            return VllmLoad(reachable=False)
         if self._client is None:
             timeout = aiohttp.ClientTimeout(total=STATE_TIMEOUT_SECONDS)
             self._client = aiohttp.ClientSession(timeout=timeout)
         try:
-            async with self._client.get(f"{gpu.vllm_url}/drill/state") as response:
+            async with self._client.get(f"{claim.vllm_url}/drill/state") as response:
                 if response.status != 200:
                     return VllmLoad(reachable=False)
                 return VllmLoad.from_state(await response.json())
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return VllmLoad(reachable=False)
 
-    async def readings(self) -> list[tuple[Gpu, Reading]]:
-        """Fresh readings of every GPU (the vLLM states are fetched concurrently)."""
-        loads = await asyncio.gather(*(self._load(gpu) for gpu in self.gpus))
-        return [
-            (gpu, read_gpu(self.spec, self.memory, load, self.faults[gpu.index]))
-            for gpu, load in zip(self.gpus, loads, strict=True)
-        ]
+    async def states(self) -> list[SlotState]:
+        """Every slot with its pods and fresh readings (vLLM states fetched concurrently)."""
+        placed = self.allocator.assign(list(self.pods()))
+        claims = {claim.key: claim for pods in placed.values() for claim, _ in pods}
+        loads = dict(
+            zip(
+                claims, await asyncio.gather(*(self._load(c) for c in claims.values())), strict=True
+            )
+        )
+        out = []
+        for position, slot in enumerate(self.slots):
+            pods = placed.get(position, [])
+            with_load = [(claim, loads[claim.key]) for claim, _ in pods]
+            reading = read_slot(self.spec, slot, with_load, self.faults[slot.index])
+            out.append(SlotState(slot, pods, reading))
+        return out
 
     async def render(self) -> bytes:
         """The exposition text of one scrape."""
-        rows = await self.readings()
-        self._snapshot.rows = [(gpu.labels(self.spec), reading) for gpu, reading in rows]
+        self._snapshot.families = render_families(self.spec, self.layout, await self.states())
         return generate_latest(self.registry)
 
     def set_fault(self, fault: str, gpu: str | None, xid: int | None) -> None:
@@ -159,28 +221,28 @@ class Exporter:
                 self.faults[index].xid = xid or DEFAULT_XID
 
     async def state(self) -> dict[str, Any]:
-        """`GET /drill/state`: faults and current readings."""
-        rows = await self.readings()
+        """`GET /drill/state`: layout, faults and current readings of every slot."""
+        states = await self.states()
         return {
+            "layout": self.layout.text(),
             "exporter_fault": self.exporter_fault or "none",
             "hung_scrapes": self.hung_scrapes,
             "gpus": [
                 {
-                    "gpu": gpu.index,
-                    "uuid": gpu.uuid,
-                    "vllm_url": gpu.vllm_url,
-                    "pod": f"{gpu.pod.namespace}/{gpu.pod.pod}" if gpu.pod else None,
-                    "faults": self.faults[gpu.index].describe(),
-                    "fb_used_mib": reading.fb_used_mib,
-                    "fb_free_mib": reading.fb_free_mib,
-                    "fb_total_mib": self.spec.total_mib,
-                    "util_pct": reading.util_pct,
-                    "temp_c": reading.temp_c,
-                    "power_w": reading.power_w,
-                    "xid": reading.xid,
-                    "notes": list(reading.notes),
+                    "gpu": s.slot.index,
+                    "instance_id": s.slot.instance_id,
+                    "uuid": s.slot.uuid,
+                    "pods": [f"{c.namespace}/{c.pod}" for c, _ in s.pods],
+                    "faults": self.faults[s.slot.index].describe(),
+                    "fb_used_mib": s.reading.fb_used_mib,
+                    "fb_free_mib": s.reading.fb_free_mib,
+                    "fb_reserved_mib": s.reading.fb_reserved_mib,
+                    "util_pct": s.reading.util_pct,
+                    "temp_c": s.reading.temp_c,
+                    "power_w": s.reading.power_w,
+                    "xid": s.reading.xid,
                 }
-                for gpu, reading in rows
+                for s in states
             ],
         }
 

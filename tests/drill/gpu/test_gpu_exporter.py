@@ -1,7 +1,7 @@
-"""The simulated dcgm-exporter: names and labels, memory following vLLM's KV use, faults.
+"""The simulated dcgm-exporter: names and labels per layout, flat vLLM memory, faults.
 
-A stub vLLM (`GET /drill/state` with a KV usage the test sets) makes the memory arithmetic
-exact; one test binds the real vLLM simulator and one has a real Prometheus scrape the
+A stub vLLM (`GET /drill/state` with a load the test sets) stands for the pods' engines; one
+test binds the real vLLM simulator and fills its KV cache, one has a real Prometheus scrape the
 exporter through the `hang` fault (the scrape-failure drill).
 """
 
@@ -20,9 +20,10 @@ import httpx
 import pytest
 from aiohttp import web
 
-from oncall.drill.gpu_sim.devices import FB_FULL_FRACTION, Gpu, GpuSpec, MemoryModel, PodRef
+from oncall.drill.gpu_sim.devices import FB_FULL_FRACTION, GpuSpec, PodClaim, Slot, vllm_used_mib
+from oncall.drill.gpu_sim.layout import Layout
+from oncall.drill.gpu_sim.podresources import Allocator, static_pods
 from oncall.drill.gpu_sim.server import Exporter, build_app
-from oncall.drill.netutil import free_loopback_port
 from tests.drill.gateway.helpers import (
     REPO_ROOT,
     Metrics,
@@ -35,12 +36,12 @@ from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
 
 SPEC = GpuSpec()
-MEMORY = MemoryModel()
-BASE_MIB = SPEC.context_mib + MEMORY.weights_mib
-POOL_MIB = MEMORY.utilization * SPEC.total_mib - BASE_MIB
+#: What a vLLM at the default --gpu-memory-utilization (0.92) holds on a whole H100.
+VLLM_MIB = vllm_used_mib(SPEC, Slot("0", "node-1"), 0.92)
 NAMES = (
     "DCGM_FI_DEV_FB_USED",
     "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_RESERVED",
     "DCGM_FI_DEV_GPU_UTIL",
     "DCGM_FI_DEV_GPU_TEMP",
     "DCGM_FI_DEV_POWER_USAGE",
@@ -61,27 +62,33 @@ class Node:
         return await self.http.post(f"{self.url}/drill/fault", json=body)
 
 
-@pytest.fixture
-async def node() -> AsyncIterator[Node]:
-    """GPU 0 bound to a stub vLLM (pod ai/vllm-0), GPU 1 bound to a dead port, no pod."""
-    state: dict[str, Any] = {"kv_usage": 0.0, "running": 0, "max_num_seqs": 16, "dead": False}
+@contextlib.asynccontextmanager
+async def exporter_node(
+    layout: Layout, claims: list[PodClaim] | None = None
+) -> AsyncIterator[Node]:
+    """Two GPUs; pods ai/vllm-0 (on a stub vLLM) and, when given, `claims` instead."""
+    state: dict[str, Any] = {"running": 0, "max_num_seqs": 16, "dead": False}
 
     async def drill_state(request: web.Request) -> web.Response:
         return web.json_response(state)
 
     stub = web.Application()
     stub.router.add_get("/drill/state", drill_state)
-    dead = f"http://127.0.0.1:{free_loopback_port()}"
     async with serve_app(stub) as vllm_url:
-        gpus = [
-            Gpu("0", "node-1", vllm_url, PodRef("ai", "vllm-0")),
-            Gpu("1", "node-1", dead),
-        ]
+        pods = claims if claims is not None else [PodClaim("ai", "vllm-0", vllm_url=vllm_url)]
+        exporter = Exporter("node-1", 2, pods=static_pods(pods), layout=layout)
         async with (
-            serve_app(build_app(Exporter(gpus))) as url,
+            serve_app(build_app(exporter)) as url,
             httpx.AsyncClient(trust_env=False, timeout=5) as http,
         ):
             yield Node(url, http, state)
+
+
+@pytest.fixture
+async def node() -> AsyncIterator[Node]:
+    """The Helm default layout: GPU 0 held by ai/vllm-0 (a stub vLLM), GPU 1 by no pod."""
+    async with exporter_node(Layout()) as found:
+        yield found
 
 
 async def test_dcgm_names_types_and_labels(node: Node) -> None:
@@ -92,52 +99,54 @@ async def test_dcgm_names_types_and_labels(node: Node) -> None:
         assert len(family.samples) == 2
     by_gpu = {s.labels["gpu"]: s.labels for s in metrics.matching("DCGM_FI_DEV_FB_USED")}
     gpu0, gpu1 = by_gpu["0"], by_gpu["1"]
-    required = {"gpu", "UUID", "Hostname", "modelName", "namespace", "pod", "container"}
-    assert required <= set(gpu0)
+    assert {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"} <= set(gpu0)
     assert (gpu0["namespace"], gpu0["pod"], gpu0["container"]) == ("ai", "vllm-0", "vllm")
-    # Unmapped GPUs carry empty pod labels, which Prometheus drops, as with dcgm-exporter.
-    assert (gpu1["namespace"], gpu1["pod"], gpu1["container"]) == ("", "", "")
-    assert gpu0["Hostname"] == gpu1["Hostname"] == "node-1"
+    # An unallocated GPU has no pod labels at all, as with dcgm-exporter.
+    assert not {"namespace", "pod", "container"} & set(gpu1)
+    assert gpu0["Hostname"] == gpu1["Hostname"] == "node-1" and "hostname" not in gpu0
     assert gpu0["modelName"] == "NVIDIA H100 80GB HBM3"
     assert gpu0["UUID"].startswith("GPU-") and gpu0["UUID"] != gpu1["UUID"]
+    assert metrics.value("DCGM_FI_DEV_FB_RESERVED", gpu="0") == SPEC.reserved_mib
 
 
-async def test_memory_follows_kv_usage(node: Node) -> None:
-    used: dict[float, float] = {}
-    for kv in (0.0, 0.5, 1.0):
-        node.vllm_state.update(kv_usage=kv, running=8 if kv else 0)
+async def test_memory_is_preallocated_and_flat_whatever_the_load(node: Node) -> None:
+    readings = []
+    for running, seqs in ((0, 16), (16, 16), (256, 256), (4, 64)):
+        node.vllm_state.update(running=running, max_num_seqs=seqs)
         metrics = await node.metrics()
-        fb_used = metrics.value("DCGM_FI_DEV_FB_USED", gpu="0")
-        fb_free = metrics.value("DCGM_FI_DEV_FB_FREE", gpu="0")
-        assert fb_used + fb_free == SPEC.total_mib
-        assert fb_used == pytest.approx(BASE_MIB + kv * POOL_MIB, abs=1)
-        used[kv] = fb_used
-        util = metrics.value("DCGM_FI_DEV_GPU_UTIL", gpu="0")
-        assert (util > 0) == (kv > 0)
-    assert used[0.0] < used[0.5] < used[1.0]
-    assert used[1.0] / SPEC.total_mib > 0.95  # a full KV cache crosses the 95% alert line
-    busy = await node.metrics()
-    node.vllm_state.update(kv_usage=0.0, running=0)
-    idle = await node.metrics()
-    for name in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"):
-        assert busy.value(name, gpu="0") > idle.value(name, gpu="0")
+        used = metrics.value("DCGM_FI_DEV_FB_USED", gpu="0")
+        free = metrics.value("DCGM_FI_DEV_FB_FREE", gpu="0")
+        reserved = metrics.value("DCGM_FI_DEV_FB_RESERVED", gpu="0")
+        assert used + free + reserved == SPEC.total_mib
+        readings.append((used, metrics.value("DCGM_FI_DEV_GPU_UTIL", gpu="0")))
+    assert {used for used, _ in readings} == {VLLM_MIB}  # flat: load and max-num-seqs alike
+    assert round(0.92 * (SPEC.total_mib - SPEC.reserved_mib)) + SPEC.context_mib == VLLM_MIB
+    assert readings[0][1] == 0 and readings[1][1] > 0  # utilisation follows the load
+    assert (await node.metrics()).value("DCGM_FI_DEV_FB_USED", gpu="1") == 0
 
 
-async def test_unreachable_vllm_means_idle_with_weights(node: Node) -> None:
-    metrics = await node.metrics()
-    assert metrics.value("DCGM_FI_DEV_FB_USED", gpu="1") == BASE_MIB
-    assert metrics.value("DCGM_FI_DEV_GPU_UTIL", gpu="1") == 0
-    state = (await node.http.get(f"{node.url}/drill/state")).json()
-    assert "unavailable" in " ".join(state["gpus"][1]["notes"])
+async def test_memory_follows_the_configured_utilization() -> None:
+    claims = [
+        PodClaim("ai", "vllm-a", gpu_memory_utilization=0.97),
+        PodClaim("ai", "vllm-b", gpu_memory_utilization=0.5),
+    ]
+    async with exporter_node(Layout(), claims) as node:
+        metrics = await node.metrics()
+        used = {
+            s.labels["pod"]: s.value
+            / (s.value + metrics.value("DCGM_FI_DEV_FB_FREE", gpu=s.labels["gpu"]))
+            for s in metrics.matching("DCGM_FI_DEV_FB_USED")
+        }
+        assert used["vllm-a"] > 0.95  # >= 0.95 configured: the GPUMemoryHigh line is crossed
+        assert 0.5 < used["vllm-b"] < 0.52
 
 
 async def test_fb_full_and_xid_faults(node: Node) -> None:
-    assert (await node.fault(fault="fb-full", gpu="0")).status_code == 200
+    assert (await node.fault(fault="fb-full", gpu="1")).status_code == 200
     metrics = await node.metrics()
-    used0 = metrics.value("DCGM_FI_DEV_FB_USED", gpu="0")
-    assert used0 / SPEC.total_mib > 0.97
-    assert used0 == round(FB_FULL_FRACTION * SPEC.total_mib)
-    assert metrics.value("DCGM_FI_DEV_FB_USED", gpu="1") == BASE_MIB
+    usable = SPEC.total_mib - SPEC.reserved_mib
+    assert metrics.value("DCGM_FI_DEV_FB_USED", gpu="1") == round(FB_FULL_FRACTION * usable)
+    assert metrics.value("DCGM_FI_DEV_FB_USED", gpu="0") == VLLM_MIB
 
     assert (await node.fault(fault="xid")).status_code == 200
     assert (await node.fault(fault="xid", gpu="1", xid=79)).status_code == 200
@@ -145,11 +154,79 @@ async def test_fb_full_and_xid_faults(node: Node) -> None:
     assert metrics.value("DCGM_FI_DEV_XID_ERRORS", gpu="0") == 48
     assert metrics.value("DCGM_FI_DEV_XID_ERRORS", gpu="1") == 79
 
-    assert (await node.fault(fault="none", gpu="0")).status_code == 200
+    assert (await node.fault(fault="none", gpu="1")).status_code == 200
     metrics = await node.metrics()
-    assert metrics.value("DCGM_FI_DEV_XID_ERRORS", gpu="0") == 0
-    assert metrics.value("DCGM_FI_DEV_FB_USED", gpu="0") == BASE_MIB
-    assert metrics.value("DCGM_FI_DEV_XID_ERRORS", gpu="1") == 79
+    assert metrics.value("DCGM_FI_DEV_XID_ERRORS", gpu="1") == 0
+    assert metrics.value("DCGM_FI_DEV_FB_USED", gpu="1") == 0
+    assert metrics.value("DCGM_FI_DEV_XID_ERRORS", gpu="0") == 48
+
+
+async def test_hostname_layout_spells_the_node_label_as_main_does() -> None:
+    async with exporter_node(Layout.parse("hostname")) as node:
+        labels = (await node.metrics()).matching("DCGM_FI_DEV_FB_USED")[0].labels
+        assert labels["hostname"] == "node-1" and "Hostname" not in labels
+
+
+async def test_virtual_gpus_layout_device_row_and_per_pod_rows() -> None:
+    claims = [
+        PodClaim("ai", "vllm-a", gpu_memory_utilization=0.45),
+        PodClaim("ai", "vllm-b", gpu_memory_utilization=0.45),
+    ]
+    async with exporter_node(Layout.parse("virtual-gpus"), claims) as node:
+        metrics = await node.metrics()
+        used = metrics.matching("DCGM_FI_DEV_FB_USED", gpu="0")
+        device = [s for s in used if "pod" not in s.labels]
+        per_pod = {s.labels["pod"]: s for s in used if "pod" in s.labels}
+        assert len(device) == 1 and set(per_pod) == {"vllm-a", "vllm-b"}
+        assert device[0].value == sum(s.value for s in per_pod.values())
+        assert {s.labels["vgpu"] for s in per_pod.values()} == {"0", "1"}
+        free = metrics.matching("DCGM_FI_DEV_FB_FREE", gpu="0")  # copied per pod, no device row
+        assert sorted(s.labels["pod"] for s in free) == ["vllm-a", "vllm-b"]
+        assert {s.value for s in free} == {SPEC.total_mib - SPEC.reserved_mib - device[0].value}
+        assert len(metrics.matching("DCGM_FI_DEV_FB_USED", gpu="1")) == 1  # idle: device row
+
+
+async def test_mig_layout_instances_share_the_parent_uuid() -> None:
+    claims = [PodClaim("ai", "vllm-a"), PodClaim("ai", "vllm-b")]
+    async with exporter_node(Layout.parse("mig"), claims) as node:
+        metrics = await node.metrics()
+        rows = metrics.matching("DCGM_FI_DEV_FB_USED")
+        assert [(s.labels["gpu"], s.labels["GPU_I_ID"]) for s in rows] == [
+            ("0", "1"), ("0", "2"), ("1", "1"), ("1", "2"),
+        ]  # fmt: skip
+        assert len({s.labels["UUID"] for s in rows if s.labels["gpu"] == "0"}) == 1
+        assert [s.labels.get("pod") for s in rows] == ["vllm-a", "vllm-b", None, None]
+        assert {s.labels["GPU_I_PROFILE"] for s in rows} == {SPEC.mig_profile}
+        assert "DCGM_FI_DEV_GPU_UTIL" not in metrics.families or not metrics.matching(
+            "DCGM_FI_DEV_GPU_UTIL"
+        )
+
+
+def test_allocator_keeps_a_pod_on_its_gpu_and_frees_it() -> None:
+    slots = [Slot(str(i), "n") for i in range(2)]
+    allocator = Allocator(slots)
+    a, b, c = PodClaim("ai", "a"), PodClaim("ai", "b"), PodClaim("ai", "c")
+    assert {k: [p.pod for p, _ in v] for k, v in allocator.assign([a, b]).items()} == {
+        0: ["a"], 1: ["b"],
+    }  # fmt: skip
+    assert {k: [p.pod for p, _ in v] for k, v in allocator.assign([b, c]).items()} == {
+        0: ["c"], 1: ["b"],
+    }  # fmt: skip
+    assert allocator.assign([a, b, c]) == allocator.assign([b, c])  # no GPU left for a
+
+
+def test_layout_options_parse_and_refuse_unknown() -> None:
+    assert Layout.parse("helm") == Layout()
+    layout = Layout.parse("honor-labels,hostname,virtual-gpus,mig")
+    assert (layout.honor_labels, layout.hostname_label, layout.virtual_gpus, layout.mig) == (
+        True, "hostname", True, True,
+    )  # fmt: skip
+    assert Layout.parse(layout.text()) == layout
+    with pytest.raises(ValueError, match="honor-labels"):
+        Layout.parse("honour")
+    config = Layout().scrape_config("dcgm-exporter", "127.0.0.1:9400")
+    assert config["honor_labels"] is False
+    assert config["static_configs"][0]["labels"]["pod"].startswith("dcgm-exporter-")
 
 
 @pytest.mark.parametrize(
@@ -194,15 +271,15 @@ async def test_hang_fault_never_answers_until_cleared(node: Node) -> None:
     assert response.status_code == 200
 
 
-async def test_real_vllm_kv_use_moves_fb_used(tmp_path: Path) -> None:
-    """Bound to the real simulator: a long generation fills KV, and FB_USED follows."""
+async def test_real_vllm_kv_fills_and_fb_used_stays_flat(tmp_path: Path) -> None:
+    """Bound to the real simulator: a long generation fills its KV cache; FB_USED does not move."""
     kv_args = ("--kv-capacity-tokens", "1024", "--max-model-len", "1024", "--speed", "4")
     with vllm_sim(tmp_path, *kv_args) as vllm:
-        gpu_args = ["--hostname", "node-7", "--gpu", f"0={vllm.url}", "--pod", "0=ai/vllm-a"]
+        gpu_args = ["--hostname", "node-7", "--gpus", "1", "--pod", f"ai/vllm-a={vllm.url}"]
         with module_process(tmp_path, "oncall.drill.gpu_sim", *gpu_args) as exporter:
             async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
                 idle = (await scrape(http, exporter.url)).value("DCGM_FI_DEV_FB_USED")
-                assert idle == BASE_MIB
+                assert idle == VLLM_MIB
                 body = {
                     "model": "sim/llama",
                     "messages": [{"role": "user", "content": "Write a long story."}],
@@ -213,13 +290,14 @@ async def test_real_vllm_kv_use_moves_fb_used(tmp_path: Path) -> None:
                     http.post(f"{vllm.url}/v1/chat/completions", json=body, timeout=60)
                 )
 
-                async def memory_grew() -> bool:
-                    metrics = await scrape(http, exporter.url)
-                    return metrics.value("DCGM_FI_DEV_FB_USED") > idle + 0.1 * POOL_MIB
+                async def kv_filling() -> bool:
+                    state = (await http.get(f"{vllm.url}/drill/state")).json()
+                    return bool(state["kv_usage"] > 0.3)
 
                 try:
-                    await eventually(memory_grew, within=10, what="FB_USED to follow KV use")
+                    await eventually(kv_filling, within=10, what="vLLM's KV cache to fill")
                     metrics = await scrape(http, exporter.url)
+                    assert metrics.value("DCGM_FI_DEV_FB_USED") == idle
                     assert metrics.value("DCGM_FI_DEV_GPU_UTIL") > 0
                     assert metrics.matching("DCGM_FI_DEV_FB_USED")[0].labels["pod"] == "vllm-a"
                 finally:
@@ -236,8 +314,8 @@ def test_process_refuses_non_loopback_vllm() -> None:
             "oncall.drill.gpu_sim",
             "--port",
             "1",
-            "--gpu",
-            "0=http://192.168.1.5:8000",
+            "--pod",
+            "ai/vllm-a=http://192.168.1.5:8000",
         ],
         cwd=REPO_ROOT,
         capture_output=True,
