@@ -123,8 +123,16 @@ def _unattributed_mib(device: GpuDevice) -> float | None:
     return max(0.0, device.memory_used_mib - sum(s for s in shares if s is not None))
 
 
+def _where(device: GpuDevice) -> str:
+    """`node/gpuN` or `node/gpuN/migI`, for summaries."""
+    node = f"{device.node}/" if device.node else ""
+    mig = f"/mig{device.instance_id}" if device.instance_id else ""
+    return f"{node}gpu{device.index}{mig}"
+
+
 def _device_facts(device: GpuDevice) -> Facts:
     return {
+        "where": _where(device),
         "index": device.index,
         "uuid": device.uuid,
         "name": device.name,
@@ -152,27 +160,36 @@ def _device_facts(device: GpuDevice) -> Facts:
             for p in device.pods
         ],
         "unattributed_mib": _unattributed_mib(device),
+        # Summaries cannot join a list (CEL has no join here): the pods as one text.
+        "pods_text": ", ".join(
+            f"{p.namespace}/{p.pod}" if p.namespace else p.pod for p in device.pods
+        ),
     }
 
 
 async def run_devices(ctx: ProbeContext, params: DevicesParams) -> Facts:
-    """Facts: `source` ("nvml" | "dcgm"), `devices` ([{index, uuid, name, node, instance_id
-    and mig_profile (MIG instances; else None), memory_used_mib, memory_total_mib (used + free
-    + reserved), memory_free_mib, memory_reserved_mib, memory_used_ratio (used / (used + free),
-    0–1), utilization_ratio (0–1), temperature_c, power_w, ecc_uncorrected, last_xid,
-    processes: [{pid, used_mib}] (NVML), pods: [{namespace, pod, container, memory_used_mib}]
-    (DCGM's pod mapping; memory_used_mib only with GPU sharing's per-pod split),
-    unattributed_mib (used memory no pod accounts for, with that split; else None)}]),
-    `count`, `max_memory_used_ratio`, `min_memory_free_mib`, `total_free_mib` (None when no
-    device reports them), `xid_count` (devices whose last Xid is not 0) and `hint`: why the
-    other source was not used, or None. A reading a source lacks is None (ECC on consumer
-    cards; Xids through NVML are not read: `last_xid` None; DCGM has no `processes`)."""
+    """Facts: `source` ("nvml" | "dcgm"); `devices`: [{where ("node/gpuN[/migI]"), index,
+    uuid, name, node, instance_id and mig_profile (MIG instances; else None), memory_used_mib,
+    memory_total_mib (used + free + reserved), memory_free_mib, memory_reserved_mib,
+    memory_used_ratio (used / (used + free), 0–1), utilization_ratio (0–1), temperature_c,
+    power_w, ecc_uncorrected, last_xid, processes: [{pid, used_mib}] (NVML), pods:
+    [{namespace, pod, container, memory_used_mib}] (DCGM's pod mapping; memory_used_mib only
+    with GPU sharing's per-pod split), unattributed_mib (used memory no pod accounts for, with
+    that split; else None), pods_text ("ns/pod, ..." for summaries)}]; `fullest` (the device
+    with the highest memory_used_ratio, or None); `count`, `max_memory_used_ratio`,
+    `min_memory_free_mib`, `total_free_mib` (None when no device reports them); `xid_count`
+    (devices whose last Xid is not 0); `hint`: why the other source was not used, or None.
+    A reading a source lacks is None (ECC on consumer cards; Xids through NVML are not read:
+    `last_xid` None; DCGM has no `processes`)."""
     source, devices, hint = await _read(ctx, params)
     ratios = [d.memory_used_ratio for d in devices if d.memory_used_ratio is not None]
     free = [d.memory_free_mib for d in devices if d.memory_free_mib is not None]
+    listed = [_device_facts(d) for d in devices]
+    known = [f for f in listed if f["memory_used_ratio"] is not None]
     return {
         "source": source,
-        "devices": [_device_facts(d) for d in devices],
+        "devices": listed,
+        "fullest": max(known, key=lambda f: f["memory_used_ratio"], default=None),
         "count": len(devices),
         "max_memory_used_ratio": max(ratios, default=None),
         "min_memory_free_mib": min(free, default=None),

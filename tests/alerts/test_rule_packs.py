@@ -31,6 +31,7 @@ EXPECTED: dict[str, set[str]] = {
         "LatencyP95High",
         "ErrorRateHigh",
         "GPUMemoryHigh",
+        "GPUXidError",
         "RedisHitRateLow",
         "PrometheusScrapeFailing",
     },
@@ -181,6 +182,7 @@ BREAKAGES = [
     pytest.param("ai-service", "> 1.2\n", "> 2\n", "LLMHighP99Latency", id="threshold-raised"),
     pytest.param("ai-service", "for: 2m\n", "for: 3m\n", "LLMHighP99Latency", id="for-longer"),
     pytest.param("platform", "> 0.95\n", "> 0.94\n", "GPUMemoryHigh", id="threshold-lowered"),
+    pytest.param("platform", "[1h]", "[5m]", "GPUXidError", id="window-shortened"),
 ]
 
 
