@@ -34,6 +34,7 @@ FINDINGS: dict[str, tuple[str, str | None]] = {
     "prompt-rejections": ("policy_ratio", None),
     "redis-hit-rate-collapse": ("hit_rate", None),
     "scrape-failure": ("failed_scrapes", None),
+    "gpu-xid": ("restart_app", "rebuild-xid-pod"),
 }
 
 

@@ -1,0 +1,117 @@
+"""The drill's GPUs end to end: the Helm-default DCGM layout attributes each GPU to its vLLM
+pod; GPU memory stays flat while `kv-cache-pressure` fills the KV caches; `gpu-xid` fires
+GPUXidError and its checklist proposes rebuilding the pod (RESTART_APP).
+
+Real Prometheus scraping the simulated exporter as the Helm chart's ServiceMonitor does, the
+real probes with the drill's settings, and `oncall check` as a person runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from oncall.backends.prometheus import PrometheusClient
+from oncall.drill.gpu_sim.layout import EXPORTER_TARGET_LABELS
+from oncall.probes.context import ProbeContext
+from oncall.probes.gpu import DevicesParams, run_devices
+from oncall.probes.kube import PodsParams, run_pods
+from oncall.settings import load_settings
+from tests.cli_runner import run_oncall
+from tests.drill.stack.conftest import Drill
+from tests.harness.processes import eventually
+
+
+async def _devices_and_pods(drill: Drill) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    settings = load_settings(config=drill.directory / "oncall.yaml").settings
+    async with ProbeContext(settings) as ctx:
+        gpus = await run_devices(ctx, DevicesParams(node="gpu-node-1"))
+        pods = await run_pods(ctx, PodsParams(selector="app=vllm"))
+    return gpus["devices"], pods["pods"]
+
+
+async def test_helm_default_layout_attributes_each_gpu_to_its_vllm_pod(drill: Drill) -> None:
+    async def every_pod_on_a_gpu() -> bool:
+        devices, pods = await _devices_and_pods(drill)
+        running = {p["name"] for p in pods if p["ready"]}
+        on_gpus = [p["pod"] for d in devices for p in d["pods"]]
+        return len(running) == 2 and sorted(on_gpus) == sorted(running)
+
+    await eventually(every_pod_on_a_gpu, within=30, what="each vLLM pod on its own GPU")
+    devices, _ = await _devices_and_pods(drill)
+    assert [d["index"] for d in devices] == [0, 1, 2, 3]
+    held = [d for d in devices if d["pods"]]
+    assert len(held) == 2 and all(len(d["pods"]) == 1 for d in held)
+    for device in held:
+        assert device["pods"][0]["namespace"] == "ai"
+        assert device["memory_used_ratio"] > 0.92  # vLLM's pre-allocation at 0.92
+    # What Prometheus stores: the workload renamed exported_*, `pod` the exporter's own.
+    async with PrometheusClient(drill.prometheus, timeout=2) as prom:
+        samples = await prom.query("DCGM_FI_DEV_FB_USED")
+    assert {s.labels["pod"] for s in samples} == {EXPORTER_TARGET_LABELS["pod"]}
+    assert sorted(
+        s.labels["exported_pod"] for s in samples if "exported_pod" in s.labels
+    ) == sorted(p["pod"] for d in held for p in d["pods"])
+
+
+async def test_gpu_memory_stays_flat_under_kv_cache_pressure(drill: Drill) -> None:
+    async with PrometheusClient(drill.prometheus, timeout=2) as prom:
+
+        async def fb_used() -> dict[str, float]:
+            samples = await prom.query("DCGM_FI_DEV_FB_USED")
+            return {s.labels["gpu"]: s.value for s in samples}
+
+        async def kv_full() -> bool:
+            samples = await prom.query("max(vllm:kv_cache_usage_perc)")
+            return bool(samples) and samples[0].value > 0.9
+
+        before = await fb_used()
+        assert len(before) == 4
+        drill.cli("inject", "kv-cache-pressure")
+        try:
+            await eventually(kv_full, within=60, what="the KV caches to fill")
+            # Every scrape since the fault: the framebuffer did not move on any GPU.
+            spread = await prom.query(
+                "max_over_time(DCGM_FI_DEV_FB_USED[15s]) - min_over_time(DCGM_FI_DEV_FB_USED[15s])"
+            )
+            assert {s.labels["gpu"]: s.value for s in spread} == dict.fromkeys(before, 0.0)
+            assert await fb_used() == before
+        finally:
+            drill.cli("clear")
+
+
+async def test_gpu_xid_fires_and_its_checklist_proposes_rebuilding_the_pod(drill: Drill) -> None:
+    config = str(drill.directory / "oncall.yaml")
+    async with PrometheusClient(drill.prometheus, timeout=2) as prom:
+
+        async def firing() -> bool:
+            samples = await prom.query('ALERTS{alertname="GPUXidError",alertstate="firing"}')
+            return any(s.labels.get("gpu") == "0" for s in samples)
+
+        drill.cli("inject", "gpu-xid")
+        try:
+            await eventually(firing, within=30, what="GPUXidError firing for GPU 0")
+            result = await asyncio.to_thread(
+                run_oncall, "--config", config, "check", "GPUXidError", "-o", "json", timeout=60
+            )
+            assert result.code == 1, result.stderr
+            report = json.loads(result.stdout)
+            steps = {s["id"]: s for s in report["steps"]}
+            assert steps["xid"]["status"] == "fail"
+            assert "Xid 13" in steps["xid"]["summary"]
+            assert steps["restart_app"]["status"] == "fail"
+            assert steps["node_action"]["status"] == "ok"
+            devices, _ = await _devices_and_pods(drill)
+            gpu0_pod = devices[0]["pods"][0]["pod"]
+            proposals = {p["id"]: p for p in report["proposals"]}
+            assert set(proposals) == {"rebuild-xid-pod"}
+            assert proposals["rebuild-xid-pod"]["error"] is None
+            assert proposals["rebuild-xid-pod"]["params"]["pod"] == gpu0_pod
+        finally:
+            drill.cli("clear")
+
+        async def resolved() -> bool:
+            return not await firing()
+
+        await eventually(resolved, within=30, what="GPUXidError resolved after clear")
