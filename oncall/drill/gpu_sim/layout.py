@@ -11,7 +11,9 @@ layout is an option (`--dcgm-layout`, comma-separated):
 * `hostname`: the node label `hostname` (dcgm-exporter main, commit d5e5f51);
 * `virtual-gpus`: `KUBERNETES_VIRTUAL_GPUS=true` with time-slicing (2 replicas per GPU):
   `FB_USED`/`GPU_UTIL` as a device row plus per-pod rows, other gauges copied per pod, each
-  pod row with `vgpu` (`internal/pkg/transformation/kubernetes.go`, `process_metrics.go`);
+  pod row with `vgpu` (`internal/pkg/transformation/kubernetes.go`, `process_metrics.go`).
+  Two vLLM pods at the default 0.92 over-commit a shared card (a real second vLLM would fail
+  to start): GPUMemoryHigh fires, the "another process shares the GPU" case;
 * `mig`: MIG mode, each GPU split into instances with `GPU_I_ID`/`GPU_I_PROFILE` under the
   parent's `gpu`/`UUID`; `GPU_UTIL` is not reported for instances.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 from oncall.backends.prometheus import PrometheusClient
@@ -19,7 +20,7 @@ from oncall.probes.gpu import DevicesParams, run_devices
 from oncall.probes.kube import PodsParams, run_pods
 from oncall.settings import load_settings
 from tests.cli_runner import run_oncall
-from tests.drill.stack.conftest import Drill
+from tests.drill.stack.conftest import Drill, start_drill
 from tests.harness.processes import eventually
 
 
@@ -115,3 +116,41 @@ async def test_gpu_xid_fires_and_its_checklist_proposes_rebuilding_the_pod(drill
             return not await firing()
 
         await eventually(resolved, within=30, what="GPUXidError resolved after clear")
+
+
+async def test_gpu_sharing_layout_through_the_drill_names_both_pods(tmp_path: Path) -> None:
+    """`drill up --dcgm-layout honor-labels,hostname,virtual-gpus`: both vLLM pods time-share
+    GPU 0; the probe reads the per-pod rows and GPUMemoryHigh's checklist blames the sharing,
+    not the configuration."""
+    layout = "honor-labels,hostname,virtual-gpus"
+    other = start_drill(tmp_path / "drill", "--dcgm-layout", layout)
+    try:
+
+        async def both_on_gpu0() -> bool:
+            devices, _ = await _devices_and_pods(other)
+            return len(devices[0]["pods"]) == 2
+
+        await eventually(both_on_gpu0, within=30, what="both vLLM pods on GPU 0")
+        devices, _ = await _devices_and_pods(other)
+        shares = [p["memory_used_mib"] for p in devices[0]["pods"]]
+        assert len(shares) == 2 and all(share > 0.9 * 81079 for share in shares)
+        assert devices[0]["memory_used_ratio"] == 1.0  # capped at the card, not the sum
+        assert all(d["pods"] == [] for d in devices[1:])
+        async with PrometheusClient(other.prometheus, timeout=2) as prom:
+            rows = await prom.query('DCGM_FI_DEV_FB_USED{gpu="0"}')
+        assert all("hostname" in s.labels and "Hostname" not in s.labels for s in rows)
+        assert sorted(s.labels["pod"] for s in rows) == sorted(
+            [EXPORTER_TARGET_LABELS["pod"], *(p["pod"] for p in devices[0]["pods"])]
+        )  # honorLabels: true: the pod rows keep `pod`; the device row has the exporter's
+        config = str(other.directory / "oncall.yaml")
+        result = await asyncio.to_thread(
+            run_oncall, "--config", config, "check", "GPUMemoryHigh", "-o", "json", timeout=60
+        )
+        steps = {s["id"]: s for s in json.loads(result.stdout)["steps"]}
+        assert steps["gpu_memory"]["status"] == "fail"
+        assert steps["sharing"]["status"] == "fail"
+        assert "pods ai/vllm-" in steps["sharing"]["summary"]
+        assert steps["utilization"]["status"] == "ok"  # 0.92: the configuration is not it
+        assert json.loads(result.stdout)["proposals"] == []
+    finally:
+        run_oncall("drill", "down", "--dir", str(other.directory), timeout=60)
