@@ -21,6 +21,7 @@ SHIPPED = {
     "LatencyP95High": (">", 1.0),
     "ErrorRateHigh": (">", 0.005),
     "GPUMemoryHigh": (">", 0.95),
+    "GPUXidError": (">", 0.0),  # `max by (...) (xid) > 0 and ...`: the last Xid above 0
     "RedisHitRateLow": ("<", 0.8),  # `... < 0.8 and (...)`: the first top-level comparison
     "PrometheusScrapeFailing": (">", 3.0),
 }
