@@ -37,7 +37,7 @@ from oncall.errors import BackendError
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu_args import DEFAULT_GPU_MEMORY_UTILIZATION, parse_gpu_memory_utilization
-from oncall.probes.kube import _kubectl, _vllm_container, kube_reader
+from oncall.probes.kube import kube_reader
 from oncall.probes.prometheus import prometheus_client
 
 Source = Literal["auto", "nvml", "dcgm"]
@@ -213,6 +213,18 @@ def devices_equivalent(ctx: ProbeContext, params: DevicesParams) -> str:
     return f"curl -s {shlex.quote(url)} --data-urlencode {shlex.quote(query)}"
 
 
+def _vllm_container(containers: list[Facts], wanted: str | None) -> Facts | None:
+    """The named container, else the first that mentions vllm, else the first (as
+    `kube.deployment` picks it)."""
+    if wanted is not None:
+        return next((c for c in containers if c["name"] == wanted), None)
+    for c in containers:
+        words = [c["name"] or "", c["image"] or "", *c["command"], *c["args"]]
+        if any("vllm" in str(w).lower() for w in words):
+            return c
+    return containers[0] if containers else None
+
+
 async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:
     """Facts: `deployment`, `container`, `gpu_memory_utilization` (the fraction of each GPU
     vLLM pre-allocates: the container's `--gpu-memory-utilization`, else vLLM's default),
@@ -253,8 +265,16 @@ async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:
 
 
 def vllm_memory_equivalent(ctx: ProbeContext, params: VllmMemoryParams) -> str:
-    namespace = params.namespace or ctx.settings.kubernetes.namespace
-    return _kubectl(ctx, "get", "deployment", params.deployment, "-n", namespace, "-o", "yaml")
+    settings = ctx.settings.kubernetes
+    argv = ["kubectl"]
+    if settings.kubeconfig is not None:
+        argv += ["--kubeconfig", str(settings.kubeconfig)]
+    if settings.context:
+        argv += ["--context", settings.context]
+    namespace = params.namespace or settings.namespace
+    return shlex.join(
+        [*argv, "get", "deployment", params.deployment, "-n", namespace, "-o", "yaml"]
+    )
 
 
 PROBES = (
