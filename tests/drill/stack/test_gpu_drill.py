@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from oncall.backends.prometheus import PrometheusClient
 from oncall.drill.gpu_sim.layout import EXPORTER_TARGET_LABELS
 from oncall.probes.context import ProbeContext
@@ -109,6 +111,27 @@ async def test_gpu_xid_fires_and_its_checklist_proposes_rebuilding_the_pod(drill
             assert set(proposals) == {"rebuild-xid-pod"}
             assert proposals["rebuild-xid-pod"]["error"] is None
             assert proposals["rebuild-xid-pod"]["params"]["pod"] == gpu0_pod
+
+            # Xid 79 (fallen off the bus): the node owner's reboot, named; nothing proposed.
+            exporter = f"http://127.0.0.1:{drill.state['ports']['gpu']}"
+            fault = {"fault": "xid", "gpu": "0", "xid": 79}
+            async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
+                assert (await http.post(f"{exporter}/drill/fault", json=fault)).status_code == 200
+            latest: dict[str, Any] = {}
+
+            async def reads_79() -> bool:
+                run = await asyncio.to_thread(
+                    run_oncall, "--config", config, "check", "GPUXidError", "-o", "json", timeout=60
+                )
+                latest.update(json.loads(run.stdout))
+                return any(s["id"] == "xid" and "Xid 79" in s["summary"] for s in latest["steps"])
+
+            await eventually(reads_79, within=30, what="the checklist to read Xid 79")
+            steps = {s["id"]: s for s in latest["steps"]}
+            assert steps["restart_app"]["status"] == "ok"
+            assert steps["node_action"]["status"] == "fail"
+            assert "RESTART_BM" in steps["node_action"]["summary"]
+            assert latest["proposals"] == []
         finally:
             drill.cli("clear")
 
