@@ -208,6 +208,8 @@ async def test_nvml_devices_with_numbers(monkeypatch: pytest.MonkeyPatch) -> Non
     assert (fake.inits, fake.shutdowns) == (1, 1)  # initialised once per run, shut down at close
     assert again == facts
     host = socket.gethostname()
+    assert facts["fullest"] == facts["devices"][0]  # the fuller of the two
+    del facts["fullest"]
     assert facts == {
         "source": "nvml",
         "count": 2,
@@ -218,6 +220,7 @@ async def test_nvml_devices_with_numbers(monkeypatch: pytest.MonkeyPatch) -> Non
         "xid_count": 0,
         "devices": [
             {
+                "where": f"{host}/gpu0",
                 "index": 0,
                 "uuid": "GPU-aaaa",
                 "name": H100,
@@ -231,6 +234,7 @@ async def test_nvml_devices_with_numbers(monkeypatch: pytest.MonkeyPatch) -> Non
                 "mig_profile": None,
                 "pods": [],
                 "unattributed_mib": None,
+                "pods_text": "",
                 "utilization_ratio": 0.87,
                 "temperature_c": 71,
                 "power_w": 412.5,
@@ -242,6 +246,7 @@ async def test_nvml_devices_with_numbers(monkeypatch: pytest.MonkeyPatch) -> Non
                 ],
             },
             {
+                "where": f"{host}/gpu1",
                 "index": 1,
                 "uuid": "GPU-bbbb",
                 "name": "NVIDIA GeForce RTX 4090",
@@ -255,6 +260,7 @@ async def test_nvml_devices_with_numbers(monkeypatch: pytest.MonkeyPatch) -> Non
                 "mig_profile": None,
                 "pods": [],
                 "unattributed_mib": None,
+                "pods_text": "",
                 "utilization_ratio": 0.0,
                 "temperature_c": 35,
                 "power_w": 21.0,
