@@ -99,7 +99,7 @@ async def amain(args: argparse.Namespace) -> int:
     runners.append(await _site(metrics_app(sim, NAMESPACE), args.metrics_port))
     # The node's exporter maps each GPU to the pod the kubelet gave it (pods come and go).
     pods = kube_pod_claims(sim, NAMESPACE, SELECTOR, "gpu-node-1")
-    exporter = Exporter("gpu-node-1", 4, pods=pods, layout=args.dcgm_layout)
+    exporter = Exporter("gpu-node-1", 4, pods=pods, layout=args.dcgm_layout)  # seed: 4 GPUs
     runners.append(await _site(gpu_exporter_app(exporter), args.gpu_port))
     if tls is not None and certificate is not None:  # the app and kubectl use HTTPS
         write_kubeconfig(
