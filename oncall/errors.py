@@ -32,13 +32,25 @@ class UsageError(OncallError):
 class Problem:
     """One problem in a user-supplied file or setting, located as precisely as we can.
 
-    `where` is "FILE:LINE:COL" for files, "env NAME" for environment variables and
-    "flag --NAME" for command-line flags; `key` is the dotted key path ("redis.timeout").
+    `file` names the source as the user knows it: a file (as they named it), "env NAME" for an
+    environment variable, "flag --NAME" for a command-line flag, "settings" when no one source
+    supplied the value. `line` and `col` (1-based) place it in a file; None where there is no
+    position (a file that cannot be read, a variable, a flag). `key` is the dotted key path
+    ("redis.timeout"), empty when the problem is with the whole source.
     """
 
-    where: str
+    file: str
+    line: int | None
+    col: int | None
     key: str
     message: str
+
+    @property
+    def where(self) -> str:
+        """FILE:LINE:COL (FILE alone without a position), as the terminal shows it."""
+        if self.line is None:
+            return self.file
+        return f"{self.file}:{self.line}:{self.col if self.col is not None else 1}"
 
     def __str__(self) -> str:
         key = f" {self.key}:" if self.key else ""

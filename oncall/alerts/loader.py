@@ -33,7 +33,7 @@ import difflib
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +100,12 @@ def _expand(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
                 and not child.name.startswith(".")
             )
             if not found:
-                problems.append(Problem(str(path), "", "no rule files (*.yaml, *.yml) here"))
+                message = "no rule files (*.yaml, *.yml) here"
+                problems.append(Problem(str(path), None, None, "", message))
         elif path.exists():
             found = [path]
         else:
-            problems.append(Problem(str(path), "", "no such file or folder"))
+            problems.append(Problem(str(path), None, None, "", "no such file or folder"))
             continue
         for file in found:
             if file.resolve() not in seen:
@@ -115,8 +116,7 @@ def _expand(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
 
 def _position(problem: Problem) -> tuple[int, int]:
     """(line, col) of a problem in its file, for reading order; (0, 0) when it has none."""
-    _, _, line, col = (":0:0:" + problem.where).rsplit(":", 3)
-    return (int(line), int(col)) if line.isdigit() and col.isdigit() else (0, 0)
+    return (problem.line or 0, problem.col or 0)
 
 
 def _dotted(path: KeyPath) -> str:
@@ -179,13 +179,13 @@ class _FileChecker:
                     self.tainted.add(("groups", int(parts[1]), "rules", int(parts[3])))
 
     def add(self, path: KeyPath, message: str, *, of_key: bool = False) -> None:
-        self.problems.append(Problem(self.doc.where(path, of_key=of_key), _dotted(path), message))
+        self.problems.append(self.doc.problem(path, message, key=_dotted(path), of_key=of_key))
 
     def check(self) -> None:
         if self.problems and not self.doc.value_at:
             # Unreadable, a syntax error, or a top level that is not a mapping: nothing to walk.
             self.problems = [
-                Problem(p.where, p.key, "a rule file must be a mapping with a 'groups' list")
+                replace(p, message="a rule file must be a mapping with a 'groups' list")
                 if p.message == _TOP_NOT_MAPPING
                 else p
                 for p in self.problems

@@ -27,7 +27,7 @@ from oncall.errors import Problem
 from oncall.model.actions import ACTION_PARAMS
 from oncall.probes.base import Probe
 from oncall.probes.registry import all_probes
-from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml
+from oncall.settings.yaml_marks import KeyPath, MarkedDocument, Position, load_marked_yaml
 
 #: Names usable per kind of expression (see runbook.py).
 JUDGE_NAMES = ("alert", "vars", "facts", "steps")
@@ -133,13 +133,13 @@ class _Checker:
     def add(
         self, path: KeyPath, message: str, *, of_key: bool = False, column: int | None = None
     ) -> None:
-        where = self.doc.where(path, of_key=of_key)
+        pos = self.doc.position(path, of_key=of_key)
         if column is not None and path in self.doc.value_at:
-            where = self._inside(path, column) or where
-        self.problems.append(Problem(where, ".".join(map(str, path)), message))
+            pos = self._inside(path, column) or pos
+        self.problems.append(self.doc.at(pos, ".".join(map(str, path)), message))
 
-    def _inside(self, path: KeyPath, column: int) -> str | None:
-        """FILE:LINE:COL of a column inside a one-line scalar (quoted or plain)."""
+    def _inside(self, path: KeyPath, column: int) -> Position | None:
+        """The position of a column inside a one-line scalar (quoted or plain)."""
         pos = self.doc.value_at[path]
         if not 0 < pos.line <= len(self.lines):
             return None
@@ -148,7 +148,7 @@ class _Checker:
         if first in ("|", ">"):
             return None
         offset = 1 if first in ("'", '"') else 0
-        return f"{self.doc.file}:{pos.line}:{pos.col + offset + column - 1}"
+        return Position(pos.line, pos.col + offset + column - 1)
 
     def pydantic_problem(
         self, error: Mapping[str, Any], prefix: KeyPath, model: type[BaseModel] | None = None

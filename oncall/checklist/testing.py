@@ -151,20 +151,13 @@ def _run_file(file: Path, pattern: re.Pattern[str] | None, report: RunbookTestRe
             message = str(error["msg"])
             if error["type"] == "extra_forbidden":
                 message = f"unknown key '{loc[-1]}'"
-            report.problems.append(
-                Problem(
-                    doc.where(loc, of_key=error["type"] == "extra_forbidden"),
-                    ".".join(map(str, loc)),
-                    message,
-                )
-            )
+            of_key = error["type"] == "extra_forbidden"
+            report.problems.append(doc.problem(loc, message, of_key=of_key))
         return
     runbook_path = (file.parent / spec.runbook).resolve()
     loaded = load_runbook(runbook_path, display=str(file.parent / spec.runbook))
     if loaded.runbook is None:
-        report.problems.append(
-            Problem(doc.where(("runbook",)), "runbook", f"runbook {spec.runbook} does not load")
-        )
+        report.problems.append(doc.problem(("runbook",), f"runbook {spec.runbook} does not load"))
         report.problems.extend(loaded.problems)
         return
     runbook = loaded.runbook
@@ -174,10 +167,10 @@ def _run_file(file: Path, pattern: re.Pattern[str] | None, report: RunbookTestRe
             for step_id in getattr(case, key):
                 if step_id not in step_ids:
                     report.problems.append(
-                        Problem(
-                            doc.where(("tests", index, key, step_id), of_key=True),
-                            f"tests.{index}.{key}.{step_id}",
+                        doc.problem(
+                            ("tests", index, key, step_id),
                             f"no step '{step_id}' in {spec.runbook}",
+                            of_key=True,
                         )
                     )
         if pattern and not pattern.search(case.name):

@@ -34,7 +34,8 @@ def find_packs(settings: Settings) -> list[Path]:
         found = next((c for c in candidates if c.is_file()), None)
         if found is None:
             searched = ", ".join(str(d) for d in dict.fromkeys(pack_dirs(settings)))
-            problems.append(Problem("settings", "alerts.packs", f"no pack {name!r} in {searched}"))
+            message = f"no pack {name!r} in {searched}"
+            problems.append(Problem("settings", None, None, "alerts.packs", message))
         else:
             files.append(found)
     if problems:

@@ -154,7 +154,8 @@ def _env_source(
         try:
             value = _coerce_text(path, environ[name])
         except json.JSONDecodeError as exc:
-            problems.append(Problem(f"env {name}", ".".join(path), f"invalid JSON: {exc.msg}"))
+            message = f"invalid JSON: {exc.msg}"
+            problems.append(Problem(f"env {name}", None, None, ".".join(path), message))
             continue
         _set_path(data, path, value)
     return data, where, problems
@@ -174,7 +175,8 @@ def _flag_source(
                 value = _coerce_text(flag.path, value)
             except json.JSONDecodeError as exc:
                 dotted = ".".join(flag.path)
-                problems.append(Problem(f"flag {flag.flag}", dotted, f"invalid JSON: {exc.msg}"))
+                message = f"invalid JSON: {exc.msg}"
+                problems.append(Problem(f"flag {flag.flag}", None, None, dotted, message))
                 continue
         _set_path(data, flag.path, value)
     return data, where, problems
@@ -182,20 +184,23 @@ def _flag_source(
 
 def _locate(
     loc: KeyPath,
+    message: str,
     *,
     of_key: bool,
     flags: dict[KeyPath, str],
     env: dict[KeyPath, str],
     document: MarkedDocument | None,
-) -> str:
-    """Name the source that supplied the value at loc: the flag, the variable, or FILE:LINE:COL."""
+) -> Problem:
+    """A problem at the source that supplied the value at loc: the flag, the variable, or the
+    file's line and column."""
+    key = ".".join(map(str, loc))
     for table in (flags, env):
         for end in range(len(loc), 0, -1):
             if loc[:end] in table:
-                return table[loc[:end]]
+                return Problem(table[loc[:end]], None, None, key, message)
     if document is not None:
-        return document.where(loc, of_key=of_key)
-    return "settings"
+        return document.problem(loc, message, of_key=of_key)
+    return Problem("settings", None, None, key, message)
 
 
 def _message(error: Mapping[str, Any], loc: KeyPath, secret: bool) -> str:
@@ -266,9 +271,13 @@ def load_settings(
         for error in exc.errors():
             loc = tuple(error["loc"])
             of_key = error["type"] == "extra_forbidden"
-            where = _locate(loc, of_key=of_key, flags=flag_where, env=env_where, document=document)
             secret = any(loc[: len(p)] == p for p in secrets)
-            problems.append(Problem(where, ".".join(map(str, loc)), _message(error, loc, secret)))
+            message = _message(error, loc, secret)
+            problems.append(
+                _locate(
+                    loc, message, of_key=of_key, flags=flag_where, env=env_where, document=document
+                )
+            )
     if problems:
         raise ConfigError(problems)
 

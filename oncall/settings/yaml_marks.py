@@ -1,7 +1,7 @@
 """Read a YAML file into plain data plus the line:col of every key and value.
 
-pyyaml's composed nodes carry marks; we keep them so that every settings problem can name
-FILE:LINE:COL. Duplicate keys, which pyyaml would silently collapse, are reported.
+pyyaml's composed nodes carry marks; we keep them so that every settings problem carries its
+file, line and column. Duplicate keys, which pyyaml would silently collapse, are reported.
 """
 
 from __future__ import annotations
@@ -32,14 +32,26 @@ class MarkedDocument:
     key_at: dict[KeyPath, Position] = field(default_factory=dict)
     value_at: dict[KeyPath, Position] = field(default_factory=dict)
 
-    def where(self, path: KeyPath, *, of_key: bool = False) -> str:
-        """FILE:LINE:COL of the longest known prefix of path (the key or its value)."""
+    def position(self, path: KeyPath, *, of_key: bool = False) -> Position:
+        """LINE:COL of the longest known prefix of path (the key or its value); 1:1 if none."""
         table = self.key_at if of_key else self.value_at
         for end in range(len(path), 0, -1):
             pos = table.get(path[:end]) or self.key_at.get(path[:end])
             if pos is not None:
-                return f"{self.file}:{pos.line}:{pos.col}"
-        return f"{self.file}:1:1"
+                return pos
+        return Position(1, 1)
+
+    def problem(
+        self, path: KeyPath, message: str, *, key: str | None = None, of_key: bool = False
+    ) -> Problem:
+        """A problem at path (see `position`); `key` defaults to path dotted."""
+        pos = self.position(path, of_key=of_key)
+        dotted = ".".join(map(str, path)) if key is None else key
+        return Problem(self.file, pos.line, pos.col, dotted, message)
+
+    def at(self, pos: Position, key: str, message: str) -> Problem:
+        """A problem at a known position of this file."""
+        return Problem(self.file, pos.line, pos.col, key, message)
 
 
 def _pos(node: yaml.Node) -> Position:
@@ -60,9 +72,8 @@ def _walk(
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
-            dotted = ".".join(str(p) for p in path)
             if not isinstance(key_node, yaml.ScalarNode):
-                problems.append(Problem(doc.where(path), dotted, "keys must be plain strings"))
+                problems.append(doc.problem(path, "keys must be plain strings"))
                 continue
             key = key_node.value
             if key == "<<" and key_node.tag == "tag:yaml.org,2002:merge":
@@ -71,8 +82,7 @@ def _walk(
                 continue
             child = (*path, key)
             if key in seen:
-                where = f"{doc.file}:{_pos(key_node).line}:{_pos(key_node).col}"
-                problems.append(Problem(where, ".".join(map(str, child)), "duplicate key"))
+                problems.append(doc.at(_pos(key_node), ".".join(map(str, child)), "duplicate key"))
             seen.add(key)
             doc.key_at[child] = _pos(key_node)
             _walk(doc, value_node, child, problems, inside)
@@ -94,9 +104,9 @@ def load_marked_yaml(
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return doc, [Problem(name, "", "file not found")]
+        return doc, [Problem(name, None, None, "", "file not found")]
     except (OSError, UnicodeDecodeError) as exc:
-        return doc, [Problem(name, "", f"cannot read: {exc}")]
+        return doc, [Problem(name, None, None, "", f"cannot read: {exc}")]
     try:
         loader = yaml.SafeLoader(text)
         try:
@@ -110,15 +120,15 @@ def load_marked_yaml(
             loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
         message = f"YAML syntax error: {exc.problem or exc.context}"
-        return doc, [Problem(where, "", message)]
+        if mark is None:
+            return doc, [Problem(name, None, None, "", message)]
+        return doc, [Problem(name, mark.line + 1, mark.column + 1, "", message)]
     except yaml.YAMLError as exc:
-        return doc, [Problem(name, "", f"YAML error: {exc}")]
+        return doc, [Problem(name, None, None, "", f"YAML error: {exc}")]
     if node is None:
         return doc, []
     if not isinstance(data, dict):
-        where = f"{name}:{_pos(node).line}:{_pos(node).col}"
-        return doc, [Problem(where, "", "the top level must be a mapping of settings")]
+        return doc, [doc.at(_pos(node), "", "the top level must be a mapping of settings")]
     doc.data = data
     return doc, problems
