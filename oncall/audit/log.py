@@ -16,21 +16,19 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oncall.audit.chain import Head, VerifyReport, verify_lines
 from oncall.audit.records import (
     GENESIS,
     AuditError,
     Record,
     build_record,
     check_fields,
-    incomplete_text,
     line_of,
-    record_hash,
     redact,
-    track_started,
 )
 
 log = logging.getLogger(__name__)
@@ -49,22 +47,6 @@ class LogLine:
     raw: bytes
     record: Record | None
     problem: str | None = None
-
-
-@dataclass(frozen=True)
-class Head:
-    seq: int
-    hash: str
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """What `verify` found: the first break in the chain, and actions left without an outcome."""
-
-    ok: bool
-    count: int
-    problems: list[str] = field(default_factory=list)
-    incomplete: list[str] = field(default_factory=list)
 
 
 class _DuplicateKey(Exception):
@@ -284,7 +266,11 @@ class AuditLog:
     def verify(self) -> VerifyReport:
         """Check the whole chain and the head file; list actions started without an outcome."""
         with self._shared_lock():
-            return self._verify()
+            try:
+                head, head_problem = self.read_head(), None
+            except AuditError as exc:
+                head, head_problem = None, str(exc)
+            return verify_lines(self.lines(), head, head_problem, self.head_path)
 
     @contextlib.contextmanager
     def _shared_lock(self) -> Iterator[None]:
@@ -302,106 +288,3 @@ class AuditLog:
             yield
         finally:
             os.close(fd)
-
-    def _verify(self) -> VerifyReport:
-        problems: list[str] = []
-        last: Record | None = None
-        last_line = 0
-        broken = False
-        count = 0
-        started: dict[str, Record] = {}
-        head_problem: str | None = None
-        try:
-            head = self.read_head()
-        except AuditError as exc:
-            head, head_problem = None, str(exc)
-        head_hash_at_seq: str | None = None
-
-        for line in self.lines():
-            record = line.record
-            if record is not None and line.problem is None:
-                count += 1
-                track_started(started, record)
-            if broken:
-                continue
-            problem = _judge(line, last, last_line)
-            if problem is not None:
-                problems.append(problem)
-                broken = True
-                continue
-            assert record is not None
-            last, last_line = record, line.number
-            if head is not None and record["seq"] == head.seq:
-                head_hash_at_seq = record["hash"]
-
-        if not broken:
-            problems.extend(self._judge_head(head, head_problem, last, head_hash_at_seq))
-        incomplete = [incomplete_text(action_id, rec) for action_id, rec in started.items()]
-        return VerifyReport(ok=not problems, count=count, problems=problems, incomplete=incomplete)
-
-    def _judge_head(
-        self, head: Head | None, head_problem: str | None, last: Record | None, at_seq: str | None
-    ) -> list[str]:
-        if head_problem is not None:
-            return [head_problem]
-        if head is None:
-            if last is None:
-                return []
-            return [
-                f"the head file {self.head_path} is missing — "
-                "truncation from the end cannot be ruled out"
-            ]
-        if last is None:
-            return [f"the log is empty but the head file says {head.seq} — records were removed"]
-        end = last["seq"]
-        if end < head.seq:
-            return [
-                f"the log ends at record {end} but the head file says {head.seq} — "
-                "records were truncated from the end"
-            ]
-        if at_seq is not None and at_seq != head.hash:
-            return [
-                f"record {head.seq}'s hash does not match the head file — "
-                "it was rewritten, or the head file was"
-            ]
-        if end > head.seq + 1:
-            # One record past the head is a crash between the append and the head's rewrite.
-            return [
-                f"the log goes on to record {end} but the head file says {head.seq} — "
-                "the head file is stale or was replaced"
-            ]
-        return []
-
-
-def _judge(line: LogLine, last: Record | None, last_line: int) -> str | None:
-    """The problem with this line given the last good record, or None when it chains on."""
-    if line.problem is not None or line.record is None:
-        return f"line {line.number}: {line.problem}"
-    record = line.record
-    seq = record["seq"]
-    where = f"record {seq} (line {line.number})"
-    if record_hash(record) != record["hash"]:
-        return f"{where}: hash does not match its content — edited"
-    if last is None:
-        if record["prev"] != GENESIS:
-            return (
-                f"{where}: the first record does not start the chain (prev is not "
-                f"{GENESIS[:8]}…) — records were deleted from the start"
-            )
-        if seq != 1:
-            return f"{where}: the first record's seq is {seq}, not 1 — records were deleted"
-        return None
-    expected = last["seq"] + 1
-    if record["prev"] != last["hash"]:
-        if seq == expected:
-            return (
-                f"{where}: prev does not match record {last['seq']}'s hash (line {last_line}) — "
-                f"record {last['seq']} was rewritten or replaced"
-            )
-        return (
-            f"{where}: prev does not match record {last['seq']}'s hash — "
-            "a record was deleted or reordered before it"
-        )
-    if seq != expected:
-        return f"{where}: seq jumps from {last['seq']} to {seq}"
-    return None

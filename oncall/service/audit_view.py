@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from oncall.audit.log import AuditLog, LogLine, VerifyReport
+from oncall.audit.chain import VerifyReport
+from oncall.audit.log import AuditLog, LogLine
 from oncall.audit.query import (
     alert_text,
     mask_text,
@@ -52,8 +52,6 @@ __all__ = [
 MAX_ROWS = 2000
 
 _SINCE = "since:"
-_AT_RECORD = re.compile(r"^record (\d+) \(line \d+\): (.*)$", re.DOTALL)
-_AT_LINE = re.compile(r"^line (\d+): (.*)$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -212,16 +210,9 @@ def row_of(number: int, record: Record | None, problem: str | None = None) -> Au
 
 def chain_status(path: str, exists: bool, report: VerifyReport, secrets: list[str]) -> ChainStatus:
     """A `VerifyReport` as the screen shows it, secrets masked."""
-    where: str | None = None
-    problem: str | None = None
-    if report.problems:
-        first = str(redact(report.problems[0], secrets))
-        if match := _AT_RECORD.match(first):
-            where, problem = f"record {match.group(1)}", match.group(2)
-        elif match := _AT_LINE.match(first):
-            where, problem = f"line {match.group(1)}", match.group(2)
-        else:
-            problem = first
+    first = report.breaks[0] if report.breaks else None
+    where = first.where if first is not None else None
+    problem = str(redact(first.message, secrets)) if first is not None else None
     return ChainStatus(
         path=path,
         exists=exists,
