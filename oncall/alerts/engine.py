@@ -20,7 +20,14 @@ from oncall.alerts.local_eval import LocalEvaluator, overall_state
 from oncall.alerts.prom_source import deployed_alerting_rules, instances_of
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
-from oncall.model.alerts import AlertInstance, AlertRule, RuleStatus, SourceName
+from oncall.model.alerts import (
+    AlertInstance,
+    AlertRule,
+    FailureReason,
+    RuleStatus,
+    SourceName,
+    failure_reason,
+)
 
 SourceSetting = Literal["auto", "prometheus", "local"]
 HISTORY_EVERY_S = 60.0
@@ -83,7 +90,8 @@ class AlertEngine:
         now: float,
     ) -> RuleStatus:
         if error is not None:
-            return self._stale(rule, "prometheus", f"{error.reason}: {error.detail}", now)
+            text = f"{error.reason}: {error.detail}"
+            return self._stale(rule, "prometheus", text, failure_reason(error), now)
         found = deployed.get(rule.name)
         if found is None:
             return RuleStatus(rule, "prometheus", "unknown", (), error="not deployed to Prometheus")
@@ -109,6 +117,7 @@ class AlertEngine:
                 "unknown",
                 tuple(i for i in instances if i.state != "unknown"),
                 error=errors[0].error,
+                reason=errors[0].reason,
                 stale_since=min(stale) if stale else None,
                 last_evaluation=self._last_eval(rule),
             )
@@ -120,15 +129,18 @@ class AlertEngine:
         previous = self.last.get(rule.name)
         return previous.last_evaluation if previous else None
 
-    def _stale(self, rule: AlertRule, source: SourceName, reason: str, now: float) -> RuleStatus:
+    def _stale(
+        self, rule: AlertRule, source: SourceName, text: str, reason: FailureReason, now: float
+    ) -> RuleStatus:
         previous = self.last.get(rule.name)
         stale_since = previous.stale_since if previous and previous.stale_since else now
         instances = tuple(
-            replace(i, stale_since=stale_since, error=reason) for i in previous.instances
+            replace(i, stale_since=stale_since, error=text, reason=reason)
+            for i in previous.instances
         ) if previous else ()  # fmt: skip
         return RuleStatus(
-            rule, source, "unknown", instances, error=reason, stale_since=stale_since,
-            last_evaluation=previous.last_evaluation if previous else None,
+            rule, source, "unknown", instances, error=text, stale_since=stale_since,
+            last_evaluation=previous.last_evaluation if previous else None, reason=reason,
         )  # fmt: skip
 
     async def refresh_history(self, now: float | None = None) -> None:

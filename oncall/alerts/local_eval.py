@@ -46,7 +46,13 @@ from dataclasses import dataclass, replace
 
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
-from oncall.model.alerts import AlertInstance, AlertRule, AlertStateName
+from oncall.model.alerts import (
+    AlertInstance,
+    AlertRule,
+    AlertStateName,
+    FailureReason,
+    failure_reason,
+)
 from oncall.model.metrics import Sample
 
 LabelKey = tuple[tuple[str, str], ...]
@@ -154,7 +160,9 @@ class LocalRuleState:
         )
         return list(self._last)
 
-    def fail(self, error: str, now: float) -> list[AlertInstance]:
+    def fail(
+        self, error: str, now: float, reason: FailureReason | None = None
+    ) -> list[AlertInstance]:
         """The evaluation at `now` failed: the last known instances, marked stale.
 
         Their state, value and countdown are those of the last successful evaluation (the
@@ -177,9 +185,12 @@ class LocalRuleState:
                     source="local",
                     error=error,
                     stale_since=self.stale_since,
+                    reason=reason,
                 )
             ]
-        return [replace(i, error=error, stale_since=self.stale_since) for i in self._last]
+        return [
+            replace(i, error=error, stale_since=self.stale_since, reason=reason) for i in self._last
+        ]
 
     def _instance(self, alert: _Active, now: float) -> AlertInstance:
         fires_in = firing_for = None
@@ -275,14 +286,14 @@ class LocalEvaluator:
             try:
                 samples = await prom.query(state.rule.expr, at=at)
             except BackendError as exc:
-                return state.fail(_reason(exc), at)
+                return state.fail(_reason(exc), at, failure_reason(exc))
             return state.evaluate(samples, at)
 
         try:
             batched = await _query_batch(prom, [state.rule.expr for state in states], at)
         except BackendError as exc:
             if exc.reason != "query error" or len(states) == 1:
-                results = [state.fail(_reason(exc), at) for state in states]
+                results = [state.fail(_reason(exc), at, failure_reason(exc)) for state in states]
             else:
                 # One expression is broken: ask rule by rule, so only that rule fails.
                 results = list(await asyncio.gather(*(one(state) for state in states)))

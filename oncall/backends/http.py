@@ -72,8 +72,10 @@ class HttpBackend:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    def _error(self, reason: str, detail: str = "") -> BackendError:
-        return BackendError(self.BACKEND, self.url, reason, detail)
+    def _error(
+        self, reason: str, detail: str = "", *, http_status: int | None = None
+    ) -> BackendError:
+        return BackendError(self.BACKEND, self.url, reason, detail, http_status=http_status)
 
     async def _exchange(self, request: Awaitable[httpx.Response]) -> httpx.Response:
         return await exchange(request, backend=self.BACKEND, target=self.url, within=self.timeout)

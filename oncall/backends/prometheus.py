@@ -64,9 +64,11 @@ class PrometheusClient(HttpBackend):
             kind = body.get("errorType", "error")
             reason = "query error" if response.status_code in (200, 400, 422) else None
             detail = f"{kind}: {body.get('error', '')}"
-            raise self._error(reason or f"http {response.status_code}", detail)
+            status = response.status_code
+            raise self._error(reason or f"http {status}", detail, http_status=status)
         if response.status_code >= 400:
-            raise self._error(f"http {response.status_code}", response.reason_phrase)
+            status = response.status_code
+            raise self._error(f"http {status}", response.reason_phrase, http_status=status)
         if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
             snippet = response.text[:80].replace("\n", " ")
             raise self._error("bad payload", f"not a Prometheus API response: {snippet!r}")

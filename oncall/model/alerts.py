@@ -7,8 +7,31 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+from oncall.errors import BackendError
+
 AlertStateName = Literal["inactive", "pending", "firing", "unknown"]
 SourceName = Literal["prometheus", "local"]
+#: Why a source gave no state, as a value; the error text beside it says more.
+FailureReason = Literal[
+    "timeout", "refused", "disconnected", "http 5xx", "http 4xx", "bad payload", "query error",
+    "other",
+]  # fmt: skip
+#: The reasons that mean the backend could not be asked: the answer is incomplete (exit 3).
+UNREACHABLE: frozenset[FailureReason] = frozenset(
+    {"timeout", "refused", "disconnected", "http 5xx"}
+)
+#: BackendError reasons that are a FailureReason as they are.
+_NAMED: dict[str, FailureReason] = {
+    name: name for name in ("timeout", "refused", "disconnected", "bad payload", "query error")
+}
+
+
+def failure_reason(exc: BackendError) -> FailureReason:
+    """The value of a backend's failure: its HTTP status class, or its named reason."""
+    if exc.http_status is not None:
+        return "http 5xx" if exc.http_status >= 500 else "http 4xx"
+    return _NAMED.get(exc.reason, "other")
+
 
 #: A comparison against a number literal (`> 1.2`, `< bool 0.8`, `>= 1e3`) that ends the
 #: expression or a clause of `and`/`or`/`unless`: `x > 2 * y` compares against `2 * y`.
@@ -102,11 +125,16 @@ class AlertInstance:
     source: SourceName
     error: str | None = None
     stale_since: float | None = None
+    reason: FailureReason | None = None  # set with `error` when the source could not answer
 
 
 @dataclass(frozen=True)
 class RuleStatus:
-    """One rule's state after a refresh, with the instances behind it."""
+    """One rule's state after a refresh, with the instances behind it.
+
+    `error` is the text a screen shows; `reason` is the value behind it when the source could
+    not be asked (None when it answered, even with a rule error such as a bad expression).
+    """
 
     rule: AlertRule
     source: SourceName
@@ -115,6 +143,12 @@ class RuleStatus:
     error: str | None = None
     stale_since: float | None = None
     last_evaluation: float | None = None
+    reason: FailureReason | None = None
+
+    @property
+    def unreachable(self) -> bool:
+        """The source could not be asked (refused, timed out, a 5xx): the state is not known."""
+        return self.reason in UNREACHABLE
 
     @property
     def value(self) -> float | None:

@@ -19,7 +19,6 @@ from oncall.model.alerts import RuleStatus
 from oncall.settings import Settings
 
 CHECKOUT_ALERTS = Path(__file__).resolve().parents[2] / "alerts"
-UNREACHABLE = ("refused", "timeout", "http 5", "disconnected")
 
 
 def pack_dirs(settings: Settings) -> list[Path]:
@@ -63,7 +62,7 @@ class AlertsReport:
 
     @property
     def unreachable(self) -> bool:
-        return any(s.error and s.error.startswith(UNREACHABLE) for s in self.statuses)
+        return any(s.unreachable for s in self.statuses)
 
 
 @asynccontextmanager

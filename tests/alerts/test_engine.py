@@ -163,3 +163,24 @@ async def test_history_is_fetched_at_most_once_a_minute(prometheus_srv: RunningS
         assert prom.requests == requests
         await engine.refresh_history(now + 61)
         assert prom.requests == requests + 1
+
+
+@pytest.mark.parametrize(
+    ("dead", "reason", "unreachable"),
+    [
+        ("refused", "refused", True),
+        ("timeout", "timeout", True),
+        ("http 503", "http 5xx", True),
+        ("bad payload", "bad payload", False),
+    ],
+)
+async def test_a_failure_keeps_its_reason_as_a_value_apart_from_its_text(
+    dead_prometheus_urls: dict[str, str], dead: str, reason: str, unreachable: bool
+) -> None:
+    rules = [rule("Deployed", "vector(7)", 4), rule("LocalOnly", "vector(3) > 1")]
+    async with PrometheusClient(dead_prometheus_urls[dead], timeout=1) as bad:
+        for source in ("auto", "local"):
+            statuses = by_name(await AlertEngine(bad, rules, source=source).refresh())
+            for name, status in statuses.items():
+                assert (status.reason, status.unreachable) == (reason, unreachable), (source, name)
+                assert status.error is not None and status.error.startswith(dead)
