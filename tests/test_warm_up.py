@@ -9,7 +9,7 @@ import sys
 
 CODE = """
 import gc, json, sys
-from oncall.service.app_state import LiveChecklists
+from oncall.service.sources import LiveChecklists
 from oncall.settings import Settings
 before = [m for m in ("kubernetes.client", "oncall.service.checklists") if m in sys.modules]
 LiveChecklists(Settings()).warm_up()

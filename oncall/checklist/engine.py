@@ -32,6 +32,8 @@ from oncall.errors import BackendError
 from oncall.model.actions import ACTION_PARAMS
 from oncall.model.checklist_events import (
     STATUS_ORDER,
+    ChecklistEvent,
+    ChecklistPlanned,
     EvidenceValue,
     Proposal,
     StepResult,
@@ -46,6 +48,7 @@ __all__ = [
     "DECIDED",
     "STATUS_ORDER",
     "ChecklistEvent",
+    "ChecklistPlanned",
     "Describe",
     "EvidenceValue",
     "Facts",
@@ -66,8 +69,6 @@ Facts = dict[str, Any]
 ProbeRunner = Callable[[CompiledStep, dict[str, Any]], Awaitable[Facts]]
 Describe = Callable[[CompiledStep, dict[str, Any]], str | None]
 
-ChecklistEvent = StepStarted | StepResult
-
 
 @dataclass
 class _Run:
@@ -76,7 +77,7 @@ class _Run:
     runner: ProbeRunner
     describe: Describe | None
     limit: asyncio.Semaphore
-    queue: asyncio.Queue[ChecklistEvent] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[StepStarted | StepResult] = field(default_factory=asyncio.Queue)
     done: dict[str, asyncio.Event] = field(default_factory=dict)
     results: dict[str, StepResult] = field(default_factory=dict)
 
@@ -89,7 +90,8 @@ async def run_checklist(
     concurrency: int | None = None,
     describe: Describe | None = None,
 ) -> AsyncGenerator[ChecklistEvent, None]:
-    """Yield StepStarted / StepResult events until every step has a result.
+    """Yield the plan (`ChecklistPlanned`), then StepStarted / StepResult events until every
+    step has a result.
 
     Closing the iterator early cancels the steps still running.
     """
@@ -101,6 +103,7 @@ async def run_checklist(
         asyncio.Semaphore(concurrency or runbook.spec.concurrency),
     )
     run.done = {step.spec.id: asyncio.Event() for step in runbook.steps}
+    yield ChecklistPlanned(runbook.path, tuple((s.spec.id, s.spec.title) for s in runbook.steps))
     tasks = [asyncio.create_task(_step(run, step)) for step in runbook.steps]
     try:
         for _ in range(len(tasks) * 2):

@@ -39,6 +39,17 @@ class Proposal:
 
 
 @dataclass(frozen=True)
+class ChecklistPlanned:
+    """First event of a run: which runbook, and its steps (id, title) in dependency order.
+
+    A screen lists every step as soon as the run starts, before any of them has begun.
+    """
+
+    runbook: str
+    steps: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class StepStarted:
     id: str
     title: str
@@ -64,6 +75,16 @@ class StepResult:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: What a checklist run yields: the plan first, then each step's start and result.
+ChecklistEvent = ChecklistPlanned | StepStarted | StepResult
+
+
+def worst_status(results: list[StepResult]) -> StepStatus | None:
+    """The most urgent status among results (`STATUS_ORDER`); None when there are none."""
+    present = {r.status for r in results}
+    return next((s for s in STATUS_ORDER if s in present), None)
 
 
 def findings_line(results: list[StepResult]) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from oncall.errors import OncallError
-from oncall.service.app_state import Proposal, RuleStatus, StepResult
+from oncall.service.sources import Proposal, RuleStatus, StepResult
 from oncall.settings import Settings
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ the run before it). Workers only post messages; the handlers here change the `Al
 tell the screens to repaint, on the event loop, so a hung backend never holds up a key press.
 
 The I/O is injected at the service boundary: `alerts_source` and `checklist_runner` default to
-the live ones of `oncall.service.app_state`; tests and drills pass their own. `clock` gives the
+the live ones of `oncall.service.sources`; tests and drills pass their own. `clock` gives the
 "now" of every age on screen, so snapshots are the same on every run.
 """
 
@@ -25,7 +25,7 @@ from textual.command import Provider
 from textual.screen import Screen
 
 from oncall.errors import ConfigError, OncallError
-from oncall.service.app_state import (
+from oncall.service.sources import (
     AlertsSource,
     ChecklistRunner,
     LiveAlerts,

@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from oncall.service.app_state import RuleStatus
+from oncall.service.sources import RuleStatus
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.format import (
@@ -29,7 +29,7 @@ from oncall.tui.format import (
 )
 from oncall.tui.messages import OpenIncident, RefreshAlerts, RerunChecklist
 from oncall.tui.paint import styled
-from oncall.tui.state import AlertBook
+from oncall.tui.state import AlertBook, ChecklistRun, RunFailure
 
 #: (column key, header); the most telling columns first, so 80 columns show them.
 COLUMNS = (
@@ -70,14 +70,27 @@ def note(status: RuleStatus, now: float) -> str:
     return status.error or ""
 
 
-def findings_colour(text: str) -> str | None:
-    if text.startswith("running"):
+#: The findings colour of a run that ended without results, by why.
+FAILURE_COLOUR: dict[RunFailure, str | None] = {
+    "no runbook": "error",
+    "error": "error",
+    "runbook invalid": None,
+}
+
+
+def findings_colour(run: ChecklistRun) -> str | None:
+    """The theme colour of a run's findings: from its state and worst step, not its words."""
+    if run.running:
         return "primary"
-    if "fail" in text or "error" in text or text == "no runbook":
+    failure = run.error_short
+    if failure is not None and not run.results:
+        return FAILURE_COLOUR[failure]
+    worst = run.worst()
+    if worst in ("fail", "error") or failure == "error":
         return "error"
-    if "unknown" in text or "warn" in text:
+    if worst in ("unknown", "warn"):
         return "warning"
-    return "success" if text == "all ok" else None
+    return "success" if failure is None else None
 
 
 class BoardScreen(Screen[None]):
@@ -122,12 +135,13 @@ class BoardScreen(Screen[None]):
         state = status.state
         run = self.book.runs.get(status.rule.name)
         findings = run.findings() if run is not None else ""
+        colour = findings_colour(run) if run is not None else None
         evaluated = status.last_evaluation
         return (
             (f"{STATE_SYMBOL[state]} {state}", STATE_COLOUR[state], state == "firing"),
             (status.rule.name, None, state == "firing"),
             (when(status, now), None, False),
-            (findings, findings_colour(findings), False),
+            (findings, colour, False),
             (alert_value(status.value, status.rule.threshold), None, False),
             (self.history_of(status.rule.name, now), STATE_COLOUR[state], False),
             (f"{duration(now - evaluated)} ago" if evaluated is not None else "", None, False),

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from oncall.service.app_state import ChecklistEvent, RuleStatus
+from oncall.service.sources import ChecklistEvent, RuleStatus
+from oncall.tui.state import RunFailure
 
 
 @dataclass
@@ -48,7 +49,7 @@ class ChecklistEnded(Message):
     alert: str
     generation: int
     error: str | None = None
-    error_short: str | None = None
+    error_short: RunFailure | None = None
 
 
 @dataclass

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
-from oncall.service.app_state import (
+from oncall.service.sources import (
     ChecklistEvent,
     ChecklistPlanned,
     RuleStatus,
     StepResult,
     StepStarted,
+    StepStatus,
     findings_line,
+    worst_status,
 )
 
 #: An alert's checklist starts by itself at most this often (setting `runbooks.auto_run_every`).
@@ -30,6 +33,9 @@ AUTO_RUN_STATES: dict[str, tuple[str, ...]] = {
 }
 
 TIER = {"firing": 0, "pending": 1}
+
+#: Why a run ended without its results: the board's short word for it.
+RunFailure = Literal["no runbook", "runbook invalid", "error"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,7 @@ class ChecklistRun:
     started: dict[str, StepStarted] = field(default_factory=dict)
     results: dict[str, StepResult] = field(default_factory=dict)
     error: str | None = None
-    error_short: str | None = None
+    error_short: RunFailure | None = None
 
     @property
     def running(self) -> bool:
@@ -90,6 +96,10 @@ class ChecklistRun:
 
     def ordered_results(self) -> list[StepResult]:
         return [v.result for v in self.steps() if v.result is not None]
+
+    def worst(self) -> StepStatus | None:
+        """The most urgent status of the steps decided so far; None before any is."""
+        return worst_status(list(self.results.values()))
 
     def findings(self) -> str:
         """The board's findings column: 'running…', '2 fail · 1 unknown', 'all ok', or why not."""

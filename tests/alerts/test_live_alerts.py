@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from oncall.service.app_state import LiveAlerts
+from oncall.service.sources import LiveAlerts
 from oncall.settings import Settings
 from tests.harness.servers import RunningServer
 

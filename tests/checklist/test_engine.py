@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from oncall.checklist.engine import (
+    ChecklistEvent,
+    ChecklistPlanned,
     StepResult,
     StepStarted,
     collect,
@@ -104,7 +106,7 @@ async def test_a_hung_probe_is_unknown_at_its_timeout_and_holds_up_nobody_else(
             await never.wait()
         return {"v": 1}
 
-    events: list[StepStarted | StepResult] = []
+    events: list[ChecklistEvent] = []
     started = time.perf_counter()
     async with asyncio.timeout(5):
         async for event in run_checklist(runbook, ALERT, runner):
@@ -262,3 +264,15 @@ async def test_the_callers_cap_overrides_the_runbooks(tmp_path: Path, cap: int) 
 
     await collect(runbook, ALERT, runner, concurrency=cap)
     assert peak == cap
+
+
+async def test_the_engine_yields_the_plan_first(tmp_path: Path) -> None:
+    runbook = compile_text(tmp_path, steps_yaml(step("b", needs="[a]"), step("a")))
+
+    async def runner(_s: CompiledStep, _params: dict[str, Any]) -> dict[str, Any]:
+        return {"v": 1}
+
+    events = [e async for e in run_checklist(runbook, ALERT, runner)]
+    assert events[0] == ChecklistPlanned(runbook.path, (("a", "a ok"), ("b", "b ok")))
+    assert not any(isinstance(e, ChecklistPlanned) for e in events[1:])
+    assert {e.id for e in events if isinstance(e, StepResult)} == {"a", "b"}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncall.alerts.loader import load_rule_files
 from oncall.model.alerts import AlertInstance, AlertRule, AlertStateName
-from oncall.service.app_state import (
+from oncall.service.sources import (
     ChecklistEvent,
     ChecklistPlanned,
     EvidenceValue,

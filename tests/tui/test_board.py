@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from oncall.model.alerts import AlertStateName
-from oncall.service.app_state import NoRunbook, RuleStatus
+from oncall.service.sources import NoRunbook, RuleStatus
 from oncall.tui.app import OncallApp
 from oncall.tui.banner import ContextBanner, ReadOnlyBanner
 from oncall.tui.board import BoardScreen

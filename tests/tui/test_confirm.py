@@ -22,7 +22,6 @@ from textual.widgets import Button, Input, Static
 from oncall.remediation.executor import Outcome, Preview
 from oncall.remediation.guards import GuardVerdict
 from oncall.remediation.plans import Plan, PlanError, Target
-from oncall.service.app_state import Proposal, RuleStatus, StepResult
 from oncall.service.remediation import (
     AlertContext,
     Confirm,
@@ -34,6 +33,7 @@ from oncall.service.remediation import (
     TargetView,
     VerdictView,
 )
+from oncall.service.sources import Proposal, RuleStatus, StepResult
 from oncall.tui.app import OncallApp
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen

@@ -16,19 +16,21 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from oncall.errors import UsageError
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import (
     STATUS_ORDER,
+    ChecklistEvent,
+    ChecklistPlanned,
     EvidenceValue,
     Proposal,
     StepResult,
     StepStarted,
     StepStatus,
     findings_line,
+    worst_status,
 )
 from oncall.settings import Settings
 
@@ -52,21 +54,8 @@ __all__ = [
     "StepStarted",
     "StepStatus",
     "findings_line",
+    "worst_status",
 ]
-
-
-@dataclass(frozen=True)
-class ChecklistPlanned:
-    """First event of a run: which runbook, and its steps (id, title) in the runbook's order.
-
-    A screen lists every step as soon as the run starts, before any of them has begun.
-    """
-
-    runbook: str
-    steps: tuple[tuple[str, str], ...]
-
-
-ChecklistEvent = ChecklistPlanned | StepStarted | StepResult
 
 
 class NoRunbook(UsageError):
@@ -161,7 +150,6 @@ class LiveChecklists:
         except UsageError as exc:
             raise NoRunbook(str(exc)) from exc
         runbook = await asyncio.to_thread(load_checked, path, self.settings)
-        yield ChecklistPlanned(str(path), tuple((s.spec.id, s.spec.title) for s in runbook.steps))
         if self._ctx is None:
             self._ctx = ProbeContext(self.settings)
         facts = alert_facts(alert, status)
