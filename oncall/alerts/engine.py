@@ -30,7 +30,9 @@ from oncall.model.alerts import (
 )
 
 SourceSetting = Literal["auto", "prometheus", "local"]
-HISTORY_EVERY_S = 60.0
+#: A rule's range query for its sparkline is made at most this often (per rule). The app asks
+#: more often (`oncall.tui.app.HISTORY_ASK_EVERY_S`); the asks in between cost no request.
+HISTORY_QUERY_EVERY_S = 60.0
 HISTORY_SPAN_S = 3600.0
 HISTORY_POINTS = 60
 
@@ -149,7 +151,7 @@ class AlertEngine:
         due = [
             r
             for r in self.rules
-            if now - self._history_at.get(r.name, -math.inf) >= HISTORY_EVERY_S
+            if now - self._history_at.get(r.name, -math.inf) >= HISTORY_QUERY_EVERY_S
         ]
         step = HISTORY_SPAN_S / HISTORY_POINTS
         results = await asyncio.gather(

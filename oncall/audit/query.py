@@ -1,8 +1,9 @@
-"""Choosing and exporting audit records for reviewers: `oncall audit list` and `export`.
+"""Choosing and exporting audit records for reviewers: `oncall audit`, and the audit screen.
 
-Filters: since (a duration back from now, "1h", or an ISO timestamp; without a zone it is
-UTC, like the log), actor (substring of the user), action (exact) and target (substring of
-the target's name). Exports: JSONL (the log's own lines, verbatim) or CSV (flattened columns).
+One query (`AuditQuery`) for both: words (the screen's `/` filter), since (a duration back
+from now, "1h", or an ISO timestamp; without a zone it is UTC, like the log), actor (substring
+of the user), action (exact) and target (substring of the target's name). Exports: JSONL (the
+log's own lines, verbatim) or CSV (flattened columns).
 """
 
 from __future__ import annotations
@@ -51,9 +52,15 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 @dataclass(frozen=True)
-class Filter:
-    """Which records a reviewer asked for; an unset criterion matches everything."""
+class AuditQuery:
+    """Which records a reviewer asked for, on the command line or the audit screen alike.
 
+    Every criterion that is set must hold: `words` (lower case) must all appear in the
+    record's `search_text`; `since`, its time at or after; `actor`, within its user
+    (case-insensitive); `action`, exactly its action; `target`, within its target's name.
+    """
+
+    words: tuple[str, ...] = ()
     since: datetime | None = None
     actor: str | None = None
     action: str | None = None
@@ -78,14 +85,43 @@ class Filter:
             name = target.get("name") if isinstance(target, dict) else None
             if not isinstance(name, str) or self.target.lower() not in name.lower():
                 return False
+        if self.words:
+            haystack = search_text(record)
+            return all(word in haystack for word in self.words)
         return True
 
 
-def select(lines: Iterable[LogLine], flt: Filter) -> Iterator[LogLine]:
+def select(lines: Iterable[LogLine], query: AuditQuery) -> Iterator[LogLine]:
     """The lines whose records match; unreadable lines always pass, so none goes unseen."""
     for line in lines:
-        if line.problem is not None or line.record is None or flt.matches(line.record):
+        if line.problem is not None or line.record is None or query.matches(line.record):
             yield line
+
+
+def actor_field(record: Record, key: str) -> str:
+    """One field of the record's actor ("user", "host") as text; empty when there is none."""
+    actor = record.get("actor")
+    return text_of(actor.get(key)) if isinstance(actor, dict) else ""
+
+
+def outcome_text(record: Record) -> str:
+    """The outcome, or the refusing guard when there is no outcome."""
+    guard = record.get("guard")
+    return text_of(record.get("outcome")) or (f"guard: {text_of(guard)}" if guard else "")
+
+
+def search_text(record: Record) -> str:
+    """What the words of a query are looked for in: who, what, on what, why, how it ended."""
+    fields = (
+        actor_field(record, "user"),
+        actor_field(record, "host"),
+        text_of(record.get("transition")),
+        text_of(record.get("action")),
+        target_text(record.get("target")),
+        alert_text(record.get("alert")),
+        outcome_text(record),
+    )
+    return " ".join(fields).lower()
 
 
 def target_text(target: Any) -> str:

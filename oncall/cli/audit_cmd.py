@@ -7,6 +7,7 @@
 - `export [-o jsonl|csv]` (same filters as list): JSONL is the log's lines verbatim.
 
 Secrets in the settings are masked in everything printed, even in a line written by hand.
+The log is read through `oncall.service.audit_view.LiveAudit`, as the app's audit screen reads it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 from oncall.errors import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
-    from oncall.audit.log import AuditLog, LogLine
-    from oncall.audit.query import Filter
+    from oncall.service.audit_view import AuditQuery, LiveAudit, LogLine
 
 ACTIONS = ("rebuild-pod", "set-degradation-level", "set-max-num-seqs")
 TABLE_WIDTHS = {"TARGET": 40, "ALERT": 28, "OUTCOME": 40}
@@ -68,35 +68,31 @@ def _filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", metavar="NAME", help="target name contains this")
 
 
-def _open_log(args: argparse.Namespace) -> AuditLog:
+def _open_log(args: argparse.Namespace) -> LiveAudit:
     # oncall uses no pydantic plugins; discovering them slows every headless command's start.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from oncall.audit.log import AuditLog
-    from oncall.audit.records import secrets_of
     from oncall.cli.config_cmd import load_from_args
+    from oncall.service.audit_view import LiveAudit
 
-    settings = load_from_args(args).settings
-    return AuditLog(settings.audit.path.expanduser(), secrets=secrets_of(settings))
+    return LiveAudit(load_from_args(args).settings)
 
 
-def _filter(args: argparse.Namespace) -> Filter:
-    from oncall.audit.query import Filter, parse_since
+def _query(args: argparse.Namespace) -> AuditQuery:
+    from oncall.service.audit_view import AuditQuery, parse_since
 
     since = parse_since(args.since) if args.since else None
-    return Filter(since=since, actor=args.actor, action=args.action, target=args.target)
+    return AuditQuery(since=since, actor=args.actor, action=args.action, target=args.target)
 
 
-def _selected(log: AuditLog, args: argparse.Namespace) -> list[LogLine]:
-    from oncall.audit.query import select
-
-    flt = _filter(args)
-    if not log.path.exists():
-        print(f"oncall: no audit log at {log.path} yet", file=sys.stderr)
+def _selected(audit: LiveAudit, args: argparse.Namespace) -> list[LogLine]:
+    query = _query(args)
+    if not audit.path.exists():
+        print(f"oncall: no audit log at {audit.path} yet", file=sys.stderr)
         return []
-    lines = list(select(log.lines(), flt))
+    lines = audit.lines(query)
     bad = [line for line in lines if line.problem is not None]
     for line in bad:
-        print(f"oncall: {log.path}: line {line.number}: {line.problem}", file=sys.stderr)
+        print(f"oncall: {audit.path}: line {line.number}: {line.problem}", file=sys.stderr)
     if bad:
         print("oncall: run `oncall audit verify` to check the whole chain", file=sys.stderr)
     return lines
@@ -110,29 +106,25 @@ def _cell(text: str, width: int | None) -> str:
 
 
 def render_table(lines: list[LogLine]) -> str:
-    from oncall.audit.query import alert_text, target_text, text_of
+    from oncall.service.audit_view import row_of
 
     header = ("SEQ", "TIME (UTC)", "USER", "TRANSITION", "ACTION", "TARGET", "ALERT", "OUTCOME")
     rows: list[tuple[str, ...]] = [header]
     for line in lines:
-        record = line.record
-        if line.problem is not None or record is None:
+        row = row_of(line.number, line.record, line.problem)
+        if row.problem is not None:
             # Untruncated, in the last column, so it does not widen the others.
-            rows.append(("-", "", "", "", "", "", "", f"line {line.number}: {line.problem}"))
+            rows.append(("-", "", "", "", "", "", "", row.outcome))
             continue
-        actor = record.get("actor")
-        user = actor.get("user") if isinstance(actor, dict) else None
-        guard = record.get("guard")
-        outcome = text_of(record.get("outcome")) or (f"guard: {guard}" if guard else "")
         cells = (
-            str(record.get("seq")),
-            str(record.get("ts", ""))[:19].replace("T", " "),
-            text_of(user),
-            text_of(record.get("transition")),
-            text_of(record.get("action")),
-            target_text(record.get("target")),
-            alert_text(record.get("alert")),
-            outcome,
+            str(row.seq),
+            row.time,
+            row.user,
+            row.transition,
+            row.action,
+            row.target,
+            row.alert,
+            row.outcome,
         )
         rows.append(
             tuple(_cell(c, TABLE_WIDTHS.get(h)) for c, h in zip(cells, header, strict=True))
@@ -144,88 +136,66 @@ def render_table(lines: list[LogLine]) -> str:
     return "\n".join(text) + "\n"
 
 
-def _public(log: AuditLog, value: Any) -> Any:
-    from oncall.audit.records import redact
-
-    return redact(value, log.secrets)
-
-
 def run_list(args: argparse.Namespace) -> int:
-    log = _open_log(args)
-    lines = _selected(log, args)
+    audit = _open_log(args)
+    lines = _selected(audit, args)
     if args.output == "json":
         body = [
             line.record if line.problem is None and line.record is not None
             else {"line": line.number, "problem": line.problem}
             for line in lines
         ]  # fmt: skip
-        print(json.dumps(_public(log, body), indent=2, ensure_ascii=False))
+        print(json.dumps(body, indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write(render_table(_public_lines(log, lines)))
+        sys.stdout.write(render_table(lines))
     return EXIT_OK
 
 
-def _public_lines(log: AuditLog, lines: list[LogLine]) -> list[LogLine]:
-    from dataclasses import replace
-
-    return [
-        replace(line, record=_public(log, line.record)) if line.record is not None else line
-        for line in lines
-    ]
-
-
 def run_show(args: argparse.Namespace) -> int:
-    log = _open_log(args)
+    audit = _open_log(args)
     wanted = args.record_id.strip()
-    seq = int(wanted) if wanted.isdigit() else None
-    for line in log.lines():
-        record = line.record
-        if line.problem is not None or record is None:
-            continue
-        if record.get("id") == wanted or (seq is not None and record.get("seq") == seq):
-            print(json.dumps(_public(log, record), indent=2, ensure_ascii=False))
-            return EXIT_OK
-    raise UsageError(f"no audit record with id or seq {wanted!r} in {log.path}")
+    record = audit.find(wanted)
+    if record is None:
+        raise UsageError(f"no audit record with id or seq {wanted!r} in {audit.path}")
+    print(json.dumps(record, indent=2, ensure_ascii=False))
+    return EXIT_OK
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    log = _open_log(args)
-    if not log.path.exists() and not log.head_path.exists():
-        print(f"oncall: no audit log at {log.path} yet", file=sys.stderr)
-    report = log.verify()
+    audit = _open_log(args)
+    if not audit.exists:
+        print(f"oncall: no audit log at {audit.path} yet", file=sys.stderr)
+    report = audit.check()
     count = f"{report.count} record{'s' if report.count != 1 else ''}"
     if report.ok:
         print(f"OK: {count}, chain intact")
     else:
         for problem in report.problems:
-            print(_public(log, problem))
+            print(problem)
     for item in report.incomplete:
-        print(f"INCOMPLETE: {_public(log, item)}")
+        print(f"INCOMPLETE: {item}")
     if not report.ok:
-        print(f"FAILED: {count} read from {log.path}; the chain is broken", file=sys.stderr)
+        print(f"FAILED: {count} read from {audit.path}; the chain is broken", file=sys.stderr)
     return EXIT_OK if report.ok and not report.incomplete else EXIT_FOUND
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from oncall.audit.query import mask_text, to_csv
+    from oncall.service.audit_view import to_csv
 
-    log = _open_log(args)
-    lines = _selected(log, args)
+    audit = _open_log(args)
+    lines = _selected(audit, args)
     if args.output == "csv":
         records = [line.record for line in lines if line.problem is None and line.record]
-        sys.stdout.write(to_csv(_public(log, records)))
+        sys.stdout.write(to_csv(records))
         return EXIT_OK
     out = sys.stdout.buffer
-    for line in lines:
-        raw = line.raw if line.raw.endswith(b"\n") else line.raw + b"\n"
-        text, masked = mask_text(raw.decode("utf-8", "replace"), log.secrets)
+    for line, raw, masked in audit.export_lines(lines):
         if masked:
             print(
                 f"oncall: line {line.number} holds a configured secret; masked in this export "
                 "(that line no longer matches its hash)",
                 file=sys.stderr,
             )
-            raw = text.encode("utf-8")
         out.write(raw)
     out.flush()
     return EXIT_OK

@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from oncall.backends import from_settings
 from oncall.backends.dcgm import dcgm_devices, dcgm_query
 from oncall.backends.gpu import (
     DCGM_HINT,
@@ -67,7 +68,7 @@ class VllmMemoryParams(ProbeParams):
 
 async def nvml_client(ctx: ProbeContext) -> NvmlClient:
     """The run's shared NVML client (NVML is initialised once, on first read)."""
-    return await ctx.client("nvml", lambda: NvmlClient(timeout=ctx.settings.gpu.timeout))
+    return await ctx.client("nvml", lambda: from_settings.nvml_client(ctx.settings.gpu))
 
 
 def _source(ctx: ProbeContext, params: DevicesParams) -> Source:

@@ -10,6 +10,7 @@ import shlex
 
 from pydantic import Field
 
+from oncall.backends import from_settings
 from oncall.backends.prometheus import PrometheusClient
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
@@ -21,13 +22,9 @@ class QueryParams(ProbeParams):
 
 async def prometheus_client(ctx: ProbeContext) -> PrometheusClient:
     """The run's shared Prometheus client (also used by the DCGM path of the GPU probe)."""
-    settings = ctx.settings.prometheus
-
-    def build() -> PrometheusClient:
-        token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
-        return PrometheusClient(settings.url, timeout=settings.timeout, bearer_token=token)
-
-    return await ctx.client("prometheus", build)
+    return await ctx.client(
+        "prometheus", lambda: from_settings.prometheus_client(ctx.settings.prometheus)
+    )
 
 
 async def run_query(ctx: ProbeContext, params: QueryParams) -> Facts:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
+from oncall.backends import from_settings
 from oncall.backends.redis import RedisClient
 from oncall.errors import BackendError
 from oncall.probes.base import Facts, Probe, ProbeParams
@@ -45,13 +46,7 @@ class KeyParams(ProbeParams):
 
 async def redis_client(ctx: ProbeContext) -> RedisClient:
     """The run's shared Redis client."""
-    settings = ctx.settings.redis
-
-    def build() -> RedisClient:
-        password = settings.password.get_secret_value() if settings.password else None
-        return RedisClient(settings.url, timeout=settings.timeout, password=password)
-
-    return await ctx.client("redis", build)
+    return await ctx.client("redis", lambda: from_settings.redis_client(ctx.settings.redis))
 
 
 def cli_prefix(ctx: ProbeContext) -> str:

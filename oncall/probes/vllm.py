@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field
 
+from oncall.backends import from_settings
 from oncall.backends.vllm import (
     HISTOGRAMS,
     Buckets,
@@ -69,13 +70,9 @@ class MetricsParams(ProbeParams):
 
 async def vllm_client(ctx: ProbeContext, url: str) -> VllmClient:
     """The run's shared client of one vLLM server."""
-    settings = ctx.settings.vllm
-
-    def build() -> VllmClient:
-        key = settings.api_key.get_secret_value() if settings.api_key else None
-        return VllmClient(url, timeout=settings.timeout, api_key=key)
-
-    return await ctx.client(f"vllm:{url}", build)
+    return await ctx.client(
+        f"vllm:{url}", lambda: from_settings.vllm_client(ctx.settings.vllm, url)
+    )
 
 
 async def _each_server(

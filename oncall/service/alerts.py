@@ -13,7 +13,7 @@ from pathlib import Path
 
 from oncall.alerts.engine import AlertEngine
 from oncall.alerts.loader import RuleSet, load_rule_files
-from oncall.backends.prometheus import PrometheusClient
+from oncall.backends import from_settings
 from oncall.errors import ConfigError, Problem
 from oncall.model.alerts import RuleStatus
 from oncall.settings import Settings
@@ -65,14 +65,18 @@ class AlertsReport:
         return any(s.unreachable for s in self.statuses)
 
 
+def open_alert_engine(settings: Settings) -> AlertEngine:
+    """An engine over the configured packs with its own client of the configured Prometheus;
+    the caller closes `engine.prom`. Blocking (the rule files are read and checked): the app
+    calls it in a thread. Bad rule files raise ConfigError before any client is made."""
+    rules = load_packs(settings).rules
+    prom = from_settings.prometheus_client(settings.prometheus)
+    return AlertEngine(prom, rules, source=settings.alerts.source)
+
+
 @asynccontextmanager
 async def alert_engine(settings: Settings) -> AsyncIterator[AlertEngine]:
-    """An engine over the configured packs, talking to the configured Prometheus."""
-    rules = load_packs(settings).rules
-    token = settings.prometheus.bearer_token
-    async with PrometheusClient(
-        settings.prometheus.url,
-        timeout=settings.prometheus.timeout,
-        bearer_token=token.get_secret_value() if token else None,
-    ) as prom:
-        yield AlertEngine(prom, rules, source=settings.alerts.source)
+    """`open_alert_engine` for the length of a `with`: the client is closed after it."""
+    engine = open_alert_engine(settings)
+    async with engine.prom:
+        yield engine

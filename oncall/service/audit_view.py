@@ -1,10 +1,11 @@
-"""What the app's audit screen needs from the audit log, behind one small seam.
+"""The audit log for its readers, the app's audit screen and `oncall audit`, in one place.
 
 The screen asks an `AuditSource` for the records (newest first, filtered), for one record's
 details, and for the chain's verification; `LiveAudit` reads `audit.path`, tests hand in fakes.
-Everything that leaves here is masked with the settings' secrets (`secrets_of`), like
-`oncall audit list|show|verify`, and every file read runs in a worker thread, never on the
-event loop (the log can be large and the disk slow).
+`oncall audit list|show|verify|export` calls the same `LiveAudit`'s blocking methods. Every
+record and problem that leaves here is masked with the settings' secrets (`secrets_of`), and
+for the screen every file read runs in a worker thread, never on the event loop (the log can
+be large and the disk slow).
 
 A filter is what the user types after `/`: words that must all appear (case-insensitive) in a
 record's user, host, transition, action, target, alert or outcome, and optionally
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,18 +26,24 @@ from typing import Any, Protocol
 from oncall.audit.chain import VerifyReport
 from oncall.audit.log import AuditLog, LogLine
 from oncall.audit.query import (
+    CSV_COLUMNS,
+    AuditQuery,
+    actor_field,
     alert_text,
     mask_text,
+    outcome_text,
     parse_since,
-    parse_time,
+    select,
     target_text,
     text_of,
+    to_csv,
 )
 from oncall.audit.records import Record, redact, secrets_of
 from oncall.errors import UsageError
 from oncall.settings import Settings
 
 __all__ = [
+    "CSV_COLUMNS",
     "MAX_ROWS",
     "AuditPage",
     "AuditQuery",
@@ -43,31 +51,19 @@ __all__ = [
     "AuditSource",
     "ChainStatus",
     "LiveAudit",
+    "LogLine",
+    "VerifyReport",
     "chain_status",
     "parse_query",
+    "parse_since",
     "row_of",
+    "to_csv",
 ]
 
 #: The newest records shown at most: a DataTable adds rows at ~0.2 ms each on the event loop.
 MAX_ROWS = 2000
 
 _SINCE = "since:"
-
-
-@dataclass(frozen=True)
-class AuditQuery:
-    """Which records to list: words that must all appear, and the oldest time wanted."""
-
-    words: tuple[str, ...] = ()
-    since: datetime | None = None
-
-    def matches(self, row: AuditRow) -> bool:
-        if row.problem is not None:
-            return True  # an unreadable line is shown whatever the filter
-        if self.since is not None and (row.when is None or row.when < self.since):
-            return False
-        haystack = row.haystack()
-        return all(word in haystack for word in self.words)
 
 
 def parse_query(text: str, now: datetime) -> AuditQuery:
@@ -109,12 +105,7 @@ class AuditRow:
     target: str
     alert: str
     outcome: str
-    when: datetime | None = None
     problem: str | None = None
-
-    def haystack(self) -> str:
-        fields = (self.user, self.host, self.transition, self.action, self.target)
-        return " ".join((*fields, self.alert, self.outcome)).lower()
 
 
 @dataclass(frozen=True)
@@ -161,13 +152,6 @@ class AuditSource(Protocol):
         ...
 
 
-def _parse_ts(value: Any) -> datetime | None:
-    try:
-        return parse_time(str(value))
-    except ValueError:
-        return None
-
-
 def row_of(number: int, record: Record | None, problem: str | None = None) -> AuditRow:
     """Line `number` of the log as a row: its record (already masked), or its problem."""
     if problem is not None or record is None:
@@ -186,46 +170,41 @@ def row_of(number: int, record: Record | None, problem: str | None = None) -> Au
             outcome=f"line {number}: {problem}",
             problem=problem,
         )
-    actor = record.get("actor")
-    actor = actor if isinstance(actor, dict) else {}
-    guard = record.get("guard")
-    outcome = text_of(record.get("outcome")) or (f"guard: {text_of(guard)}" if guard else "")
     seq = record.get("seq")
-    ts = record.get("ts")
     return AuditRow(
         key=str(record.get("id") or f"line:{number}"),
         line=number,
         seq=seq if isinstance(seq, int) else None,
-        time=str(ts or "")[:19].replace("T", " "),
-        user=text_of(actor.get("user")),
-        host=text_of(actor.get("host")),
+        time=str(record.get("ts") or "")[:19].replace("T", " "),
+        user=actor_field(record, "user"),
+        host=actor_field(record, "host"),
         transition=text_of(record.get("transition")),
         action=text_of(record.get("action")),
         target=target_text(record.get("target")),
         alert=alert_text(record.get("alert")),
-        outcome=outcome,
-        when=_parse_ts(ts),
+        outcome=outcome_text(record),
     )
 
 
-def chain_status(path: str, exists: bool, report: VerifyReport, secrets: list[str]) -> ChainStatus:
-    """A `VerifyReport` as the screen shows it, secrets masked."""
+def chain_status(path: str, exists: bool, report: VerifyReport) -> ChainStatus:
+    """A `VerifyReport` (already masked) as the screen shows it."""
     first = report.breaks[0] if report.breaks else None
-    where = first.where if first is not None else None
-    problem = str(redact(first.message, secrets)) if first is not None else None
     return ChainStatus(
         path=path,
         exists=exists,
         ok=report.ok,
         count=report.count,
-        where=where,
-        problem=problem,
-        incomplete=tuple(str(redact(item, secrets)) for item in report.incomplete),
+        where=first.where if first is not None else None,
+        problem=first.message if first is not None else None,
+        incomplete=tuple(report.incomplete),
     )
 
 
 class LiveAudit:
-    """The log at `audit.path`, read afresh on every call (another process may append)."""
+    """The log at `audit.path`, read afresh on every call (another process may append).
+
+    The async methods are the screen's `AuditSource`; the blocking ones serve the CLI.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.log = AuditLog(settings.audit.path.expanduser(), secrets=secrets_of(settings))
@@ -233,6 +212,11 @@ class LiveAudit:
     @property
     def path(self) -> Path:
         return self.log.path
+
+    @property
+    def exists(self) -> bool:
+        """Whether there is a log or a head file to read (a head alone is a cut log)."""
+        return self.log.path.exists() or self.log.head_path.exists()
 
     async def records(self, query: AuditQuery) -> AuditPage:
         return await asyncio.to_thread(self._records, query)
@@ -243,23 +227,66 @@ class LiveAudit:
     async def verify(self) -> ChainStatus:
         return await asyncio.to_thread(self._verify)
 
-    # -- in a worker thread ----------------------------------------------------------------
+    # -- blocking: the CLI calls these directly, the screen in a worker thread -----------------
 
-    def _row(self, line: LogLine) -> AuditRow:
-        record = None if line.record is None else redact(line.record, self.log.secrets)
-        return row_of(line.number, record, line.problem)
+    def public(self, value: Any) -> Any:
+        """`value` with every configured secret masked."""
+        return redact(value, self.log.secrets)
+
+    def masked(self, line: LogLine) -> LogLine:
+        """The line with its record or its problem masked (its raw bytes are left for
+        `export_lines`, which masks them as text)."""
+        if line.record is not None:
+            line = replace(line, record=self.public(line.record))
+        if line.problem is not None:
+            line = replace(line, problem=str(self.public(line.problem)))
+        return line
+
+    def lines(self, query: AuditQuery | None = None) -> list[LogLine]:
+        """The lines whose records match `query` (all when None), masked, oldest first;
+        unreadable lines always pass. A query's words are matched on the masked records."""
+        lines = (self.masked(line) for line in self.log.lines())
+        return list(lines if query is None else select(lines, query))
+
+    def find(self, wanted: str) -> Record | None:
+        """The record whose id is `wanted`, or whose seq it is; masked. None when none is."""
+        seq = int(wanted) if wanted.isdigit() else None
+        for line in self.log.lines():
+            record = line.record
+            if line.problem is not None or record is None:
+                continue
+            if record.get("id") == wanted or (seq is not None and record.get("seq") == seq):
+                return dict(self.public(record))
+        return None
+
+    def check(self) -> VerifyReport:
+        """Verify the whole chain; problems and incomplete actions masked."""
+        report = self.log.verify()
+        return replace(
+            report,
+            breaks=[replace(b, message=str(self.public(b.message))) for b in report.breaks],
+            incomplete=[str(self.public(item)) for item in report.incomplete],
+        )
+
+    def export_lines(self, lines: list[LogLine]) -> Iterator[tuple[LogLine, bytes, bool]]:
+        """Each line's raw bytes for a verbatim export, newline-terminated, with any secret
+        masked, and whether one was (that line then no longer matches its hash)."""
+        for line in lines:
+            raw = line.raw if line.raw.endswith(b"\n") else line.raw + b"\n"
+            text, masked = mask_text(raw.decode("utf-8", "replace"), self.log.secrets)
+            yield line, (text.encode("utf-8") if masked else raw), masked
 
     def _records(self, query: AuditQuery) -> AuditPage:
         exists = self.log.path.exists()
-        rows = [self._row(line) for line in self.log.lines()]
-        rows.reverse()
-        matched = [row for row in rows if query.matches(row)]
+        lines = [self.masked(line) for line in self.log.lines()]
+        matched = [row_of(line.number, line.record, line.problem) for line in select(lines, query)]
+        matched.reverse()
         return AuditPage(
             path=str(self.log.path),
             exists=exists,
             rows=tuple(matched[:MAX_ROWS]),
             matched=len(matched),
-            total=len(rows),
+            total=len(lines),
         )
 
     def _details(self, key: str) -> str | None:
@@ -270,11 +297,9 @@ class LiveAudit:
                     return f"line {line.number}: {line.problem}\n\n{raw.rstrip()}"
                 continue
             if line.record.get("id") == key or key == f"line:{line.number}":
-                record = redact(line.record, self.log.secrets)
+                record = self.public(line.record)
                 return json.dumps(record, indent=2, ensure_ascii=False)
         return None
 
     def _verify(self) -> ChainStatus:
-        exists = self.log.path.exists() or self.log.head_path.exists()
-        report = self.log.verify()
-        return chain_status(str(self.log.path), exists, report, self.log.secrets)
+        return chain_status(str(self.log.path), self.exists, self.check())

@@ -184,22 +184,12 @@ class LiveChecklists:
 
 
 def _open_engine(settings: Settings) -> AlertEngine:
-    """`oncall.service.alerts.alert_engine` without the event loop: the packs, a client.
-
-    Imported here, in the refresh's thread: the engine brings httpx (~0.2 s of imports on two
-    cores), which the first frame does not need.
+    """`oncall.service.alerts.open_alert_engine`, imported here, in the refresh's thread: the
+    engine brings httpx (~0.2 s of imports on two cores), which the first frame does not need.
     """
-    from oncall.alerts.engine import AlertEngine
-    from oncall.backends.prometheus import PrometheusClient
-    from oncall.service.alerts import load_packs
+    from oncall.service.alerts import open_alert_engine
 
-    token = settings.prometheus.bearer_token
-    prom = PrometheusClient(
-        settings.prometheus.url,
-        timeout=settings.prometheus.timeout,
-        bearer_token=token.get_secret_value() if token else None,
-    )
-    return AlertEngine(prom, load_packs(settings).rules, source=settings.alerts.source)
+    return open_alert_engine(settings)
 
 
 def _import_checklist_machinery() -> None:

@@ -66,9 +66,11 @@ if TYPE_CHECKING:
 
 #: How often ages on screen ("running 12s", "results 42s old") are repainted.
 AGES_EVERY_S = 1.0
-#: How often the app asks for the sparklines' history; the engine itself queries a rule's
-#: range at most once a minute, so most asks cost no request.
-HISTORY_EVERY_S = 15.0
+#: How often the app asks its alerts source for the sparklines' history (one worker at a
+#: time). A different, longer limit is the engine's: it queries a rule's range at most every
+#: `oncall.alerts.engine.HISTORY_QUERY_EVERY_S` (60 s), so most asks cost no request; asking
+#: more often than that lets a rule whose query failed be tried again sooner.
+HISTORY_ASK_EVERY_S = 15.0
 #: Closing a backend client at exit must not hang the exit when the backend hangs.
 CLOSE_TIMEOUT_S = 2.0
 
@@ -280,9 +282,9 @@ class OncallApp(App[None]):
         self._warm_up_once()
 
     def _ask_history(self, now: float) -> None:
-        """One history request at a time, at most every HISTORY_EVERY_S, after a refresh."""
+        """One history request at a time, at most every HISTORY_ASK_EVERY_S, after a refresh."""
         asked = self._history_asked_at
-        if self._history_running or (asked is not None and now - asked < HISTORY_EVERY_S):
+        if self._history_running or (asked is not None and now - asked < HISTORY_ASK_EVERY_S):
             return
         self._history_asked_at, self._history_running = now, True
         self.run_worker(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from oncall.audit.log import AuditLog
-from oncall.audit.query import CSV_COLUMNS, Filter, parse_since, select, to_csv
+from oncall.audit.query import CSV_COLUMNS, AuditQuery, parse_since, select, to_csv
 from oncall.audit.records import (
     FIELDS,
     GENESIS,
@@ -544,17 +544,17 @@ def test_filters() -> None:
     new = dated(now - timedelta(minutes=10), actor={"user": "bob"}, action="set-max-num-seqs",
                 target={"kind": "Deployment", "name": "vllm-chat"})  # fmt: skip
 
-    def matches(flt: Filter) -> list[dict[str, Any]]:
+    def matches(flt: AuditQuery) -> list[dict[str, Any]]:
         return [r for r in (old, new) if flt.matches(r)]
 
-    assert matches(Filter()) == [old, new]
-    assert matches(Filter(since=parse_since("1h", now))) == [new]
-    assert matches(Filter(since=parse_since("2025-06-01T08:00:00Z", now))) == [old, new]
-    assert matches(Filter(since=parse_since("2025-06-01T11:00", now))) == [new]
-    assert matches(Filter(actor="ALI")) == [old]
-    assert matches(Filter(action="set-max-num-seqs")) == [new]
-    assert matches(Filter(target="chat")) == [new]
-    assert matches(Filter(actor="bob", target="vllm-0")) == []
+    assert matches(AuditQuery()) == [old, new]
+    assert matches(AuditQuery(since=parse_since("1h", now))) == [new]
+    assert matches(AuditQuery(since=parse_since("2025-06-01T08:00:00Z", now))) == [old, new]
+    assert matches(AuditQuery(since=parse_since("2025-06-01T11:00", now))) == [new]
+    assert matches(AuditQuery(actor="ALI")) == [old]
+    assert matches(AuditQuery(action="set-max-num-seqs")) == [new]
+    assert matches(AuditQuery(target="chat")) == [new]
+    assert matches(AuditQuery(actor="bob", target="vllm-0")) == []
     with pytest.raises(UsageError, match="--since"):
         parse_since("yesterday")
 
@@ -562,7 +562,7 @@ def test_filters() -> None:
 def test_select_keeps_unreadable_lines(log: AuditLog) -> None:
     fill(log, 2)
     log.path.write_bytes(log.path.read_bytes() + b"garbage\n")
-    kept = list(select(log.lines(), Filter(actor="nobody-at-all")))
+    kept = list(select(log.lines(), AuditQuery(actor="nobody-at-all")))
     assert [(line.number, line.problem) for line in kept] == [(3, "not JSON — truncated or edited")]
 
 

@@ -13,7 +13,6 @@ from oncall.checklist.engine import (
     ChecklistEvent,
     ChecklistPlanned,
     StepResult,
-    StepStarted,
     collect,
     findings_line,
     run_checklist,

@@ -111,9 +111,9 @@ class FakeAudit:
         self.calls.append("records")
         if self.error is not None:
             raise self.error
-        rows = [row_of(i, r) for i, r in enumerate(self.entries, start=1)][::-1]
-        matched = [row for row in rows if query.matches(row)]
-        return AuditPage(PATH, True, tuple(matched), len(matched), len(rows))
+        numbered = list(enumerate(self.entries, start=1))[::-1]
+        matched = [row_of(i, r) for i, r in numbered if query.matches(r)]
+        return AuditPage(PATH, True, tuple(matched), len(matched), len(numbered))
 
     async def details(self, key: str) -> str | None:
         self.calls.append(f"details {key}")
