@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.faults import refused_port
+
 PROBE = """
 import io, json, sys, contextlib
 from oncall.cli.main import main
@@ -51,3 +53,45 @@ def test_probe_would_notice_a_heavy_import(tmp_path: Path) -> None:
         timeout=30,
     )
     assert json.loads(proc.stdout.strip().splitlines()[-1])["heavy"] == ["rich", "textual"]
+
+
+RUNBOOK = """\
+alert: HeadlessProbe
+title: A runbook whose steps ask Prometheus and Redis only
+steps:
+  - id: up
+    title: Prometheus answers
+    probe: prometheus.query
+    params: {query: up}
+  - id: redis
+    title: Redis answers
+    probe: redis.stats
+"""
+
+
+@pytest.mark.parametrize("argv", [["alerts"], ["alerts", "-o", "json"], ["check", "HeadlessProbe"]])
+def test_alerts_and_check_do_not_import_textual(argv: list[str], tmp_path: Path) -> None:
+    """`oncall alerts` and `oncall check` reach Prometheus and the backends through the service,
+    never through the app: with every backend refusing they exit 3, and load no textual (nor
+    kubernetes: this runbook has no Kubernetes step). rich they do load, through httpx: its
+    package imports its own command line (`httpx._main`, rich and click) whenever they are
+    installed, and textual's dependency on rich installs it."""
+    (tmp_path / "runbooks").mkdir()
+    (tmp_path / "runbooks" / "HeadlessProbe.yaml").write_text(RUNBOOK, encoding="utf-8")
+    settings = {
+        "prometheus": {"url": f"http://127.0.0.1:{refused_port()}", "timeout": "1s"},
+        "redis": {"url": f"redis://127.0.0.1:{refused_port()}/0", "timeout": "1s"},
+        "runbooks": {"dirs": [str(tmp_path / "runbooks")]},
+    }
+    (tmp_path / "oncall.yaml").write_text(json.dumps(settings), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        timeout=60,
+    )
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["code"] == 3, proc.stderr
+    assert set(report["heavy"]) <= {"rich"}

@@ -15,9 +15,9 @@ import sys
 import time
 from typing import Any
 
-from oncall.checklist.engine import StepResult, findings_line
 from oncall.cli.config_cmd import load_from_args
 from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_OK, BackendError, OncallError
+from oncall.model.checklist_events import StepResult, findings_line
 from oncall.service.alerts import alert_engine
 from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
 from oncall.settings import Settings
