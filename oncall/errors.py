@@ -76,25 +76,17 @@ class BackendError(OncallError):
 
     `reason` is short and stable, for screens and tests: "refused", "timeout", "http 503",
     "bad payload", "query error", "auth"; `detail` says more. `http_status` is the HTTP status
-    of an answer that was an error, for callers that decide by its class (5xx: the backend is
-    down) rather than by the text.
+    of an answer that was an error (set by the HTTP backends), for callers that decide by its
+    class (5xx: the backend is down) rather than by the text.
     """
 
     exit_code = EXIT_INCOMPLETE
+    http_status: int | None = None
 
-    def __init__(
-        self,
-        backend: str,
-        target: str,
-        reason: str,
-        detail: str = "",
-        *,
-        http_status: int | None = None,
-    ) -> None:
+    def __init__(self, backend: str, target: str, reason: str, detail: str = "") -> None:
         self.backend = backend
         self.target = target
         self.reason = reason
         self.detail = detail
-        self.http_status = http_status
         text = f"{backend} at {target}: {reason}"
         super().__init__(f"{text} ({detail})" if detail else text)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,34 +26,32 @@ print(json.dumps({"code": code, "heavy": heavy}))
 """
 
 
+def probe(argv: list[str], cwd: Path, *, prelude: str = "") -> tuple[dict[str, Any], str]:
+    """Run `oncall ARGV` in a fresh interpreter: its exit code and heavy imports, its stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", prelude + PROBE, *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        timeout=60,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["config", "show"], ["config", "show", "-o", "json"]])
 def test_headless_command_does_not_import_textual_or_kubernetes(
     argv: list[str], tmp_path: Path
 ) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        check=False,
-        timeout=30,
-    )
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["code"] == 0, proc.stderr
+    report, stderr = probe(argv, tmp_path)
+    assert report["code"] == 0, stderr
     assert report["heavy"] == []
 
 
 def test_probe_would_notice_a_heavy_import(tmp_path: Path) -> None:
     """The check above can fail: importing textual first shows up in the report."""
-    proc = subprocess.run(
-        [sys.executable, "-c", "import textual\n" + PROBE, "--help"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        check=False,
-        timeout=30,
-    )
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["heavy"] == ["rich", "textual"]
+    report, _ = probe(["--help"], tmp_path, prelude="import textual\n")
+    assert report["heavy"] == ["rich", "textual"]
 
 
 RUNBOOK = """\
@@ -84,14 +83,6 @@ def test_alerts_and_check_do_not_import_textual(argv: list[str], tmp_path: Path)
         "runbooks": {"dirs": [str(tmp_path / "runbooks")]},
     }
     (tmp_path / "oncall.yaml").write_text(json.dumps(settings), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        check=False,
-        timeout=60,
-    )
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["code"] == 3, proc.stderr
+    report, stderr = probe(argv, tmp_path)
+    assert report["code"] == 3, stderr
     assert set(report["heavy"]) <= {"rich"}

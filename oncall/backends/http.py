@@ -75,7 +75,9 @@ class HttpBackend:
     def _error(
         self, reason: str, detail: str = "", *, http_status: int | None = None
     ) -> BackendError:
-        return BackendError(self.BACKEND, self.url, reason, detail, http_status=http_status)
+        error = BackendError(self.BACKEND, self.url, reason, detail)
+        error.http_status = http_status
+        return error
 
     async def _exchange(self, request: Awaitable[httpx.Response]) -> httpx.Response:
         return await exchange(request, backend=self.BACKEND, target=self.url, within=self.timeout)

@@ -31,7 +31,6 @@ from oncall.checklist.templates import Template
 from oncall.errors import BackendError
 from oncall.model.actions import ACTION_PARAMS
 from oncall.model.checklist_events import (
-    STATUS_ORDER,
     ChecklistEvent,
     ChecklistPlanned,
     EvidenceValue,
@@ -39,28 +38,11 @@ from oncall.model.checklist_events import (
     StepResult,
     StepStarted,
     StepStatus,
-    findings_line,
 )
 
-# The values a run reports live in the model (the app shows them without loading this engine);
-# re-exported so that callers of the engine keep importing them from here.
-__all__ = [
-    "DECIDED",
-    "STATUS_ORDER",
-    "ChecklistEvent",
-    "ChecklistPlanned",
-    "Describe",
-    "EvidenceValue",
-    "Facts",
-    "ProbeRunner",
-    "Proposal",
-    "StepResult",
-    "StepStarted",
-    "StepStatus",
-    "collect",
-    "findings_line",
-    "run_checklist",
-]
+# The values a run reports live in model/checklist_events.py (the app shows them without
+# loading this engine); import them from there.
+__all__ = ["DECIDED", "Describe", "Facts", "ProbeRunner", "collect", "run_checklist"]
 
 #: Statuses whose facts later steps may use.
 DECIDED: frozenset[str] = frozenset({"ok", "warn", "fail"})

@@ -14,10 +14,11 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from oncall.checklist.engine import ChecklistEvent, run_checklist
+from oncall.checklist.engine import run_checklist
 from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook, runbook_files
 from oncall.errors import ConfigError, Problem, UsageError
 from oncall.model.alerts import RuleStatus
+from oncall.model.checklist_events import ChecklistEvent
 from oncall.probes.base import Facts
 from oncall.probes.context import ProbeContext
 from oncall.settings import Settings

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from oncall.errors import OncallError
-from oncall.service.sources import Proposal, RuleStatus, StepResult
+from oncall.model.alerts import RuleStatus
+from oncall.model.checklist_events import Proposal, StepResult
 from oncall.settings import Settings
 
 if TYPE_CHECKING:

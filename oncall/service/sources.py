@@ -2,8 +2,9 @@
 
 The app asks an `AlertsSource` for the golden alerts' states and a `ChecklistRunner` for an
 alert's checklist events; `LiveAlerts` and `LiveChecklists` are the real ones (Prometheus and
-the backends of `oncall.yaml`), tests hand in fakes. The value types a screen shows are
-re-exported here so that `oncall.tui` never imports the domain engines directly (DESIGN §3).
+the backends of `oncall.yaml`), tests hand in fakes. The value types a screen shows live in
+`oncall.model`, which `oncall.tui` imports directly; the domain engines it may not (DESIGN §3,
+an import-linter contract).
 
 The checklist machinery (runbook loader, expressions, probes) is imported when the first
 checklist runs, not when the app starts: it is a third of a second of imports the first frame
@@ -20,42 +21,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from oncall.errors import UsageError
 from oncall.model.alerts import RuleStatus
-from oncall.model.checklist_events import (
-    STATUS_ORDER,
-    ChecklistEvent,
-    ChecklistPlanned,
-    EvidenceValue,
-    Proposal,
-    StepResult,
-    StepStarted,
-    StepStatus,
-    findings_line,
-    worst_status,
-)
+from oncall.model.checklist_events import ChecklistEvent
 from oncall.settings import Settings
 
 if TYPE_CHECKING:
     from oncall.alerts.engine import AlertEngine
     from oncall.probes.context import ProbeContext
 
-__all__ = [
-    "STATUS_ORDER",
-    "AlertsSource",
-    "ChecklistEvent",
-    "ChecklistPlanned",
-    "ChecklistRunner",
-    "EvidenceValue",
-    "LiveAlerts",
-    "LiveChecklists",
-    "NoRunbook",
-    "Proposal",
-    "RuleStatus",
-    "StepResult",
-    "StepStarted",
-    "StepStatus",
-    "findings_line",
-    "worst_status",
-]
+__all__ = ["AlertsSource", "ChecklistRunner", "LiveAlerts", "LiveChecklists", "NoRunbook"]
 
 
 class NoRunbook(UsageError):

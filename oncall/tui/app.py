@@ -25,13 +25,13 @@ from textual.command import Provider
 from textual.screen import Screen
 
 from oncall.errors import ConfigError, OncallError
+from oncall.model.alerts import RuleStatus
 from oncall.service.sources import (
     AlertsSource,
     ChecklistRunner,
     LiveAlerts,
     LiveChecklists,
     NoRunbook,
-    RuleStatus,
 )
 from oncall.settings import Settings
 from oncall.tui.board import BoardScreen

@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from oncall.service.sources import RuleStatus
+from oncall.model.alerts import RuleStatus
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.format import (

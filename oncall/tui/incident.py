@@ -25,13 +25,13 @@ from textual.widgets import DataTable, Footer, Static
 from textual.worker import WorkerState
 
 from oncall.errors import OncallError
+from oncall.model.checklist_events import Proposal
 from oncall.service.remediation import (
     AlertContext,
     PreviewView,
     RemediationResult,
     RemediationRunner,
 )
-from oncall.service.sources import Proposal
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.board import when

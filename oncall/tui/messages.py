@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from oncall.service.sources import ChecklistEvent, RuleStatus
+from oncall.model.alerts import RuleStatus
+from oncall.model.checklist_events import ChecklistEvent
 from oncall.tui.state import RunFailure
 
 

@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from oncall.service.sources import (
+from oncall.model.alerts import RuleStatus
+from oncall.model.checklist_events import (
     ChecklistEvent,
     ChecklistPlanned,
-    RuleStatus,
     StepResult,
     StepStarted,
     StepStatus,

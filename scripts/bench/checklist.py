@@ -30,7 +30,7 @@ from urllib.parse import quote, urlencode
 
 import yaml
 
-from oncall.checklist.engine import StepResult
+from oncall.model.checklist_events import StepResult
 from oncall.probes.context import ProbeContext
 from oncall.service.checklists import (
     alert_facts,

@@ -9,16 +9,15 @@ from typing import Any
 
 import pytest
 
-from oncall.checklist.engine import (
+from oncall.checklist.engine import collect, run_checklist
+from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook
+from oncall.errors import BackendError
+from oncall.model.checklist_events import (
     ChecklistEvent,
     ChecklistPlanned,
     StepResult,
-    collect,
     findings_line,
-    run_checklist,
 )
-from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook
-from oncall.errors import BackendError
 
 ALERT = {"name": "A", "state": "firing", "value": 2.0, "labels": {"pod": "vllm-1"}}
 

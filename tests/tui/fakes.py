@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oncall.alerts.loader import load_rule_files
-from oncall.model.alerts import AlertInstance, AlertRule, AlertStateName
-from oncall.service.sources import (
+from oncall.model.alerts import AlertInstance, AlertRule, AlertStateName, RuleStatus
+from oncall.model.checklist_events import (
     ChecklistEvent,
     ChecklistPlanned,
     EvidenceValue,
     Proposal,
-    RuleStatus,
     StepResult,
     StepStarted,
     StepStatus,

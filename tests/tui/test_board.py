@@ -10,8 +10,8 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from oncall.model.alerts import AlertStateName
-from oncall.service.sources import NoRunbook, RuleStatus
+from oncall.model.alerts import AlertStateName, RuleStatus
+from oncall.service.sources import NoRunbook
 from oncall.tui.app import OncallApp
 from oncall.tui.banner import ContextBanner, ReadOnlyBanner
 from oncall.tui.board import BoardScreen

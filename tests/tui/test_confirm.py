@@ -19,6 +19,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 
+from oncall.model.alerts import RuleStatus
+from oncall.model.checklist_events import Proposal, StepResult
 from oncall.remediation.executor import Outcome, Preview
 from oncall.remediation.guards import GuardVerdict
 from oncall.remediation.plans import Plan, PlanError, Target
@@ -33,7 +35,6 @@ from oncall.service.remediation import (
     TargetView,
     VerdictView,
 )
-from oncall.service.sources import Proposal, RuleStatus, StepResult
 from oncall.tui.app import OncallApp
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen

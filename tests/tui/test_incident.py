@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from oncall.service.sources import ChecklistPlanned
+from oncall.model.checklist_events import ChecklistPlanned
 from oncall.tui.app import OncallApp
 from oncall.tui.board import BoardScreen
 from oncall.tui.help import HelpScreen
