@@ -94,3 +94,15 @@ def test_env_bad_json_is_reported(tmp_path: Path) -> None:
     assert str(caught.value.problems[0]).startswith(
         "env ONCALL_VLLM__URLS: vllm.urls: invalid JSON"
     )
+
+
+def test_a_problem_carries_file_line_col_and_key_as_fields(tmp_path: Path) -> None:
+    (tmp_path / "oncall.yaml").write_text("redis:\n  timeout: soon\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(cwd=tmp_path, environ={"ONCALL_VLLM__URLS": "["})
+    by_key = {p.key: p for p in caught.value.problems}
+    timeout = by_key["redis.timeout"]
+    assert (timeout.file, timeout.line, timeout.col) == ("oncall.yaml", 2, 12)
+    urls = by_key["vllm.urls"]
+    assert (urls.file, urls.line, urls.col) == ("env ONCALL_VLLM__URLS", None, None)
+    assert str(urls).startswith("env ONCALL_VLLM__URLS: vllm.urls: invalid JSON")

@@ -577,3 +577,20 @@ def test_csv_columns(log: AuditLog) -> None:
     assert rows[0]["target"] == "Pod ai/vllm-0"
     assert rows[0]["alert"] == "LLMHighP99Latency"
     assert rows[2]["hash"] == records[2]["hash"]
+
+
+def test_a_break_names_its_line_and_record_as_fields(log: AuditLog) -> None:
+    fill(log)
+    lines = lines_of(log.path)
+    lines[4] = lines[4].replace(b'"vllm-0"', b'"vllm-1"')
+    log.path.write_bytes(b"".join(lines))
+    (edited,) = log.verify().breaks
+    assert (edited.line, edited.seq, edited.where) == (5, 5, "record 5")
+    assert edited.message == "hash does not match its content — edited"
+    log.path.write_bytes(b"".join(lines[:3]))  # cut off the end: the head file says more
+    (cut,) = log.verify().breaks
+    assert (cut.line, cut.seq, cut.where) == (None, None, None)
+    assert "records were truncated from the end" in cut.message
+    log.path.write_bytes(b"".join(lines[:3]) + b"{not json\n")
+    (bad,) = log.verify().breaks
+    assert (bad.line, bad.seq, bad.where) == (4, None, "line 4")

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from oncall.model.checklist_events import StepStatus
+from oncall.tui.board import findings_colour
 from oncall.tui.format import duration, number, short_age
-from oncall.tui.state import AUTO_RUN_EVERY_S, AUTO_RUN_STATES, AlertBook, ChecklistRun
-from tests.tui.fakes import P99, T0, board_statuses, p99_events, status
+from oncall.tui.state import (
+    AUTO_RUN_EVERY_S,
+    AUTO_RUN_STATES,
+    AlertBook,
+    ChecklistRun,
+    RunFailure,
+)
+from tests.tui.fakes import P99, T0, board_statuses, p99_events, result, status
 
 
 def test_order_is_firing_then_pending_then_the_rest_in_pack_order() -> None:
@@ -131,3 +139,24 @@ def test_formats() -> None:
         "123,456",
         "true",
     ]
+
+
+def test_the_findings_colour_comes_from_the_worst_status_and_the_runs_end() -> None:
+    def ended(*statuses: StepStatus, failure: RunFailure | None = None) -> ChecklistRun:
+        run = ChecklistRun(P99, 1, T0, finished_at=T0 + 1, error=failure, error_short=failure)
+        for index, step_status in enumerate(statuses):
+            run.apply(result(f"s{index}", "step", step_status, "…"))
+        return run
+
+    assert findings_colour(ChecklistRun(P99, 1, T0)) == "primary"
+    assert [run.worst() for run in (ended(), ended("ok", "warn", "unknown"))] == [None, "unknown"]
+    assert findings_colour(ended("ok", "fail", "warn")) == "error"
+    assert findings_colour(ended("ok", "error")) == "error"
+    assert findings_colour(ended("ok", "unknown")) == "warning"
+    assert findings_colour(ended("ok", "warn", "skipped")) == "warning"
+    assert findings_colour(ended("ok", "skipped")) == "success"
+    assert findings_colour(ended(failure="no runbook")) == "error"
+    assert findings_colour(ended(failure="runbook invalid")) is None
+    assert findings_colour(ended("ok", failure="error")) == "error"
+    assert findings_colour(ended("warn", failure="runbook invalid")) == "warning"
+    assert findings_colour(ended("ok", failure="runbook invalid")) is None
