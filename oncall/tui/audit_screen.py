@@ -34,6 +34,7 @@ from oncall.service.audit_view import (
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.paint import styled
+from oncall.tui.tables import cursor_key, leave_filter, new_table
 
 T = TypeVar("T")
 
@@ -175,10 +176,7 @@ class AuditScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
         yield Static("audit log · reading…", id="audit-title", markup=False)
-        table: DataTable[Text] = DataTable(id="audit-records", cursor_type="row")
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-        yield table
+        yield new_table("audit-records", COLUMNS)
         with VerticalScroll(id="audit-details-pane"):
             yield Static(id="audit-details", markup=False)
         yield Static("… verifying the chain", id="audit-chain", markup=False)
@@ -342,11 +340,7 @@ class AuditScreen(Screen[None]):
         self.query_one("#audit-status", Static).update(self.status_line())
 
     def selected_key(self) -> str | None:
-        table: DataTable[Text] = self.query_one("#audit-records", DataTable)
-        if table.row_count == 0:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return key if isinstance(key, str) else None
+        return cursor_key(self.query_one("#audit-records", DataTable))
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -397,7 +391,4 @@ class AuditScreen(Screen[None]):
         self.show_status()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        if not self.filter:
-            event.input.remove_class("-shown")
-        self.query_one("#audit-records", DataTable).focus()
+        leave_filter(event, self.filter, self.query_one("#audit-records", DataTable))

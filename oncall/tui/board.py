@@ -30,6 +30,7 @@ from oncall.tui.format import (
 from oncall.tui.messages import OpenIncident, RefreshAlerts, RerunChecklist
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook, ChecklistRun, RunFailure
+from oncall.tui.tables import cursor_key, leave_filter, new_table
 
 #: (column key, header); the most telling columns first, so 80 columns show them.
 COLUMNS = (
@@ -117,10 +118,7 @@ class BoardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
-        table: DataTable[Text] = DataTable(id="alerts", cursor_type="row")
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-        yield table
+        yield new_table("alerts", COLUMNS)
         yield Static("waiting for the first refresh…", id="board-status", markup=False)
         yield Input(placeholder="filter alerts by name, state or severity", id="filter")
         yield Footer()
@@ -211,11 +209,7 @@ class BoardScreen(Screen[None]):
         return styled(self.app, text, colour, bold=bold)
 
     def selected_alert(self) -> str | None:
-        table: DataTable[Text] = self.query_one("#alerts", DataTable)
-        if table.row_count == 0:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return key if isinstance(key, str) else None
+        return cursor_key(self.query_one("#alerts", DataTable))
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -251,7 +245,4 @@ class BoardScreen(Screen[None]):
         self.show()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        if not self.filter:
-            event.input.remove_class("-shown")
-        self.query_one("#alerts", DataTable).focus()
+        leave_filter(event, self.filter, self.query_one("#alerts", DataTable))

@@ -49,6 +49,7 @@ from oncall.tui.format import (
 from oncall.tui.messages import RerunChecklist
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook, ChecklistRun, StepView
+from oncall.tui.tables import cursor_key, new_table
 
 COLUMNS = (("status", "Status"), ("step", "Step"), ("time", "Time"), ("summary", "Summary"))
 
@@ -95,10 +96,7 @@ class IncidentScreen(Screen[None]):
         yield from banners(self.settings)
         yield Static(id="incident-title", markup=False)
         yield Static(id="incident-meta", markup=False)
-        table: DataTable[Text] = DataTable(id="steps", cursor_type="row")
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-        yield table
+        yield new_table("steps", COLUMNS)
         with VerticalScroll(id="evidence-pane"):
             yield Static(id="evidence", markup=False)
         yield Static(id="proposals", markup=False)
@@ -189,11 +187,7 @@ class IncidentScreen(Screen[None]):
         return f"{head} · {run.runbook}" if run.runbook else head
 
     def selected_step(self) -> str | None:
-        table: DataTable[Text] = self.query_one("#steps", DataTable)
-        if table.row_count == 0:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return key if isinstance(key, str) else None
+        return cursor_key(self.query_one("#steps", DataTable))
 
     def show_evidence(self) -> None:
         self.query_one("#evidence", Static).update(self.evidence_text())

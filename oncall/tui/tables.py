@@ -1,0 +1,37 @@
+"""What the screens' tables have in common: how one is made, which row is under the cursor,
+and how the `/` filter box under it is left.
+
+The board (alerts), the incident screen (steps) and the audit screen (records) each list rows
+keyed by a string (an alert name, a step id, a record id) in a row-cursor `DataTable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.widgets import DataTable, Input
+
+
+def new_table(table_id: str, columns: Iterable[tuple[str, str]]) -> DataTable[Text]:
+    """A row-cursor table with these (column key, header) columns."""
+    table: DataTable[Text] = DataTable(id=table_id, cursor_type="row")
+    for key, label in columns:
+        table.add_column(label, key=key)
+    return table
+
+
+def cursor_key(table: DataTable[Text]) -> str | None:
+    """The key of the row under the cursor; None when the table is empty."""
+    if table.row_count == 0:
+        return None
+    key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+    return key if isinstance(key, str) else None
+
+
+def leave_filter(event: Input.Submitted, filter_text: str, table: DataTable[Text]) -> None:
+    """Enter in the filter box: back to the table; an empty filter also hides the box."""
+    event.stop()
+    if not filter_text:
+        event.input.remove_class("-shown")
+    table.focus()
