@@ -73,22 +73,25 @@ class AuditQuery:
                     return False
             except ValueError:
                 return False
-        if self.actor is not None:
-            actor = record.get("actor")
-            user = actor.get("user") if isinstance(actor, dict) else None
-            if not isinstance(user, str) or self.actor.lower() not in user.lower():
-                return False
+        if not _within(self.actor, record.get("actor"), "user"):
+            return False
         if self.action is not None and record.get("action") != self.action:
             return False
-        if self.target is not None:
-            target = record.get("target")
-            name = target.get("name") if isinstance(target, dict) else None
-            if not isinstance(name, str) or self.target.lower() not in name.lower():
-                return False
+        if not _within(self.target, record.get("target"), "name"):
+            return False
         if self.words:
             haystack = search_text(record)
             return all(word in haystack for word in self.words)
         return True
+
+
+def _within(wanted: str | None, part: Any, key: str) -> bool:
+    """Whether `wanted` (None: anything) is in `part[key]`, case-insensitive; False when that
+    is not text (a record edited by hand)."""
+    if wanted is None:
+        return True
+    value = part.get(key) if isinstance(part, dict) else None
+    return isinstance(value, str) and wanted.lower() in value.lower()
 
 
 def select(lines: Iterable[LogLine], query: AuditQuery) -> Iterator[LogLine]:
