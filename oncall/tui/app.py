@@ -66,10 +66,9 @@ if TYPE_CHECKING:
 
 #: How often ages on screen ("running 12s", "results 42s old") are repainted.
 AGES_EVERY_S = 1.0
-#: How often the app asks its alerts source for the sparklines' history (one worker at a
-#: time). A different, longer limit is the engine's: it queries a rule's range at most every
-#: `oncall.alerts.engine.HISTORY_QUERY_EVERY_S` (60 s), so most asks cost no request; asking
-#: more often than that lets a rule whose query failed be tried again sooner.
+#: How often the app asks its source for the sparklines' history. The engine's own limit is
+#: per rule and longer (`alerts.engine.HISTORY_QUERY_EVERY_S`, 60 s): most asks cost no request,
+#: and a rule whose query failed is tried again sooner.
 HISTORY_ASK_EVERY_S = 15.0
 #: Closing a backend client at exit must not hang the exit when the backend hangs.
 CLOSE_TIMEOUT_S = 2.0
