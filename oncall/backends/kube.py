@@ -2,7 +2,8 @@
 
 kubectl equivalents: `kubectl get pods -l SEL -o json`, `kubectl get pod NAME -o json`,
 `kubectl get events --field-selector involvedObject.kind=K,involvedObject.name=N -o json`,
-`kubectl get deployment NAME -o json`, `kubectl get nodes -l SEL -o json`. Nothing here
+`kubectl get deployment NAME -o json`, `kubectl get nodes -l SEL -o json`, `kubectl logs
+NAME -c C --previous --tail=N` (text, not JSON). Nothing here
 changes the cluster; writes live in a separate module that only remediation imports.
 
 The official client (`kubernetes` ≥ 37) is synchronous and takes ~2 s to import (backends.md
@@ -193,10 +194,12 @@ class KubeReader:
     def _error(self, reason: str, detail: str = "") -> BackendError:
         return BackendError(BACKEND, self.target, reason, detail)
 
-    async def _call(self, request: Callable[..., Any], *args: Any, **query: Any) -> Obj:
-        """One API request in a worker thread; the decoded JSON body."""
+    async def _fetch(
+        self, decode: Callable[[bytes], Any], request: Callable[..., Any], *args: Any, **query: Any
+    ) -> Any:
+        """One API request in a worker thread; `decode` of its body."""
 
-        def work() -> Obj:
+        def work() -> Any:
             try:
                 response = request(
                     *args, _preload_content=False, _request_timeout=self.timeout, **query
@@ -205,23 +208,25 @@ class KubeReader:
                     body = response.data
                 finally:
                     response.release_conn()
-                decoded = json.loads(body)
+                return decode(body)
             except Exception as exc:
                 error = self._translate(exc)
                 if error is exc:
                     raise
                 raise error from exc
-            if not isinstance(decoded, dict):
-                raise self._error(
-                    "bad payload", f"expected an object, got {type(decoded).__name__}"
-                )
-            return decoded
 
         try:
             async with asyncio.timeout(self.timeout + AWAIT_GRACE_S):
                 return await asyncio.to_thread(work)
         except TimeoutError as exc:  # asyncio's; the thread ends at its own timeout
             raise self._error("timeout", f"no answer within {self.timeout:g}s") from exc
+
+    async def _call(self, request: Callable[..., Any], *args: Any, **query: Any) -> Obj:
+        """One API request in a worker thread; the decoded JSON body."""
+        decoded = await self._fetch(json.loads, request, *args, **query)
+        if not isinstance(decoded, dict):
+            raise self._error("bad payload", f"expected an object, got {type(decoded).__name__}")
+        return decoded
 
     def _translate(self, exc: Exception) -> Exception:
         """The BackendError for what the client raised; anything unexpected stays as it is."""
@@ -306,3 +311,35 @@ class KubeReader:
     async def list_nodes(self, label_selector: str | None = None) -> list[Obj]:
         """`kubectl get nodes [-l SEL] -o json` → the items."""
         return await self._list(self._core.list_node, label_selector=label_selector)
+
+    async def read_pod_log(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        *,
+        previous: bool,
+        tail_lines: int,
+        limit_bytes: int,
+    ) -> str:
+        """`kubectl logs NAME -n NS -c C [--previous] --tail=N --limit-bytes=B` (text/plain).
+
+        `GET /api/v1/namespaces/NS/pods/NAME/log?container=C&previous=…&tailLines=N&
+        limitBytes=B`. At most `limit_bytes` bytes are kept even from a server that ignores
+        limitBytes; undecodable bytes become U+FFFD. A missing previous instance is the
+        server's 400 ("http 400", its message naming the container)."""
+
+        def decode(body: bytes) -> str:
+            return bytes(body[:limit_bytes]).decode("utf-8", errors="replace")
+
+        text: str = await self._fetch(
+            decode,
+            self._core.read_namespaced_pod_log,
+            name,
+            namespace,
+            container=container,
+            previous=previous,
+            tail_lines=tail_lines,
+            limit_bytes=limit_bytes,
+        )
+        return text

@@ -14,6 +14,7 @@ PROBE_MODULES = (
     "oncall.probes.redis",
     "oncall.probes.vllm",
     "oncall.probes.kube",
+    "oncall.probes.kube_logs",
     "oncall.probes.gpu",
 )
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from oncall.drill.cluster.faults import pod_fault_route
 from oncall.drill.cluster.ksm import metrics_app
 from oncall.drill.cluster.pods import VllmPodHook
 from oncall.drill.cluster.service import ServiceProxy, file_sd_targets, write_file_sd
@@ -86,7 +87,10 @@ async def amain(args: argparse.Namespace) -> int:
     sim = KubeSim(objects, hook=hook, start_delay=args.start_delay)
 
     def restart_exited(namespace: str, pod: str, code: int) -> None:
-        sim.container_exited(namespace, pod, "vllm", reason="Error", exit_code=code)
+        # A process that exits by itself is reason Error with its status; killed by a signal,
+        # the runtime reports 128 + the signal's number, as for any container.
+        exit_code = 128 - code if code < 0 else code
+        sim.container_exited(namespace, pod, "vllm", reason="Error", exit_code=exit_code)
 
     hook.on_exit = restart_exited
     write_file_sd(args.file_sd, [])
@@ -94,7 +98,8 @@ async def amain(args: argparse.Namespace) -> int:
     certificate = make_certificate(args.kubeconfig.parent / "tls") if args.api_tls_port else None
     if args.api_tls_port and certificate is not None:
         tls = (args.api_tls_port, server_context(*certificate))
-    runners = [await serve(sim, args.api_port, tls=tls)]
+    routes = [pod_fault_route(sim, NAMESPACE, SELECTOR)]
+    runners = [await serve(sim, args.api_port, tls=tls, routes=routes)]
     runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
     runners.append(await _site(metrics_app(sim, NAMESPACE), args.metrics_port))
     # The node's exporter maps each GPU to the pod the kubelet gave it (pods come and go).

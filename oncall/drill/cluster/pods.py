@@ -3,9 +3,13 @@
 When the Kubernetes simulator starts a pod's container, `VllmPodHook.started` runs
 `python -m oncall.drill.vllm_sim` with the container's own args (so a Deployment patch of
 `--max-num-seqs` really changes behaviour) on a free loopback port, waits until `/health`
-answers, and returns the port as a pod annotation; `stopped` ends the process. The processes
-die with the cluster process (PR_SET_PDEATHSIG) and share its process group, so stopping the
-cluster stops every pod.
+answers, and returns the port as a pod annotation; `stopped` ends the process (SIGTERM, or
+SIGKILL at once when the kubelet reports the container OOMKilled: the kernel does not wait).
+The processes die with the cluster process (PR_SET_PDEATHSIG) and share its process group, so
+stopping the cluster stops every pod.
+
+Each container instance writes to its own file, named after its containerID, as the kubelet
+keeps one log per instance: `container_log(id)` serves `kubectl logs [--previous]`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ PORT_ANNOTATION = "drill.oncall.dev/port"
 ExitCallback = Callable[[str, str, int], None]
 """Called with (namespace, pod, exit code) when a pod's process dies on its own."""
 PR_SET_PDEATHSIG = 1
+#: The most of one container's log kept for reading (the kubelet rotates at 10 MiB).
+LOG_READ_LIMIT = 4 * 1024 * 1024
 
 
 def _die_with_parent() -> None:
@@ -43,6 +49,22 @@ class RunningPod:
     uid: str
     port: int
     process: asyncio.subprocess.Process
+    container_id: str = ""
+
+
+def _container_id(pod: Mapping[str, Any]) -> str:
+    """The containerID the kubelet gave the instance being started (first container)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return str(statuses[0].get("containerID") or "") if statuses else ""
+
+
+def _oom_killed(pod: Mapping[str, Any], container_id: str) -> bool:
+    """Whether the kubelet reports this very instance terminated OOMKilled."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("lastState") or {}).get("terminated") or {}
+        if terminated.get("containerID") == container_id:
+            return bool(terminated.get("reason") == "OOMKilled")
+    return False
 
 
 @dataclass
@@ -56,6 +78,10 @@ class VllmPodHook:
     grace: float = 3.0
     on_exit: ExitCallback | None = None
     pods: dict[str, RunningPod] = field(default_factory=dict)
+    #: containerID -> the file its instance writes to
+    logs: dict[str, Path] = field(default_factory=dict)
+    #: pod UID -> its instances' containerIDs, oldest first (the current and the previous)
+    _instances: dict[str, list[str]] = field(default_factory=dict)
     _watchers: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def started(self, pod: Mapping[str, Any]) -> Mapping[str, str] | None:
@@ -79,7 +105,15 @@ class VllmPodHook:
             "--pod-name",
             name,
         ]
-        log = (self.log_dir / f"pod-{name}.log").open("ab")
+        container_id = _container_id(pod)
+        path = self.log_dir / f"pod-{name}-{container_id.rpartition('/')[2][:12]}.log"
+        self.logs[container_id] = path
+        instances = self._instances.setdefault(uid, [])
+        instances.append(container_id)
+        for gone in instances[:-2]:  # the kubelet keeps the current and the previous log
+            self.logs.pop(gone, None)
+        del instances[:-2]
+        log = path.open("ab")
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -90,7 +124,7 @@ class VllmPodHook:
             )
         finally:
             log.close()
-        self.pods[uid] = RunningPod(name, uid, port, process)
+        self.pods[uid] = RunningPod(name, uid, port, process, container_id)
         if not await self._healthy(port, process):
             await self.stopped(pod)
             raise RuntimeError(f"vLLM simulator of pod {name} did not become healthy")
@@ -123,13 +157,26 @@ class VllmPodHook:
                 await asyncio.sleep(0.05)
         return False
 
+    def container_log(self, container_id: str) -> bytes | None:
+        """What the instance with this containerID printed (its last LOG_READ_LIMIT bytes)."""
+        path = self.logs.get(container_id)
+        if path is None or not path.exists():
+            return None
+        with path.open("rb") as file:
+            size = file.seek(0, 2)
+            file.seek(max(0, size - LOG_READ_LIMIT))
+            return file.read()
+
     async def stopped(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         running = self.pods.pop(uid, None)
         if running is None or running.process.returncode is not None:
             return
         with contextlib.suppress(ProcessLookupError):
-            running.process.terminate()
+            if _oom_killed(pod, running.container_id):
+                running.process.kill()
+            else:
+                running.process.terminate()
         try:
             await asyncio.wait_for(running.process.wait(), self.grace)
         except TimeoutError:

@@ -82,6 +82,11 @@ class Kubelet:
         self._hook_started: set[str] = set()  # uids whose hook.started ran without stopped
         self._next_ip = 10
 
+    @property
+    def hook(self) -> PodHook:
+        """What runs the pods' processes (the log route reads their output through it)."""
+        return self._hook
+
     # -- reconcile (called by the controller loop) -----------------------------------------
 
     def reconcile(self) -> None:

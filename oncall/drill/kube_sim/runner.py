@@ -9,7 +9,7 @@ import ssl
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TypeVar
 
@@ -24,11 +24,17 @@ SHUTDOWN_TIMEOUT_S = 3.0
 
 
 async def serve(
-    sim: KubeSim, port: int, host: str = LOOPBACK, *, tls: tuple[int, ssl.SSLContext] | None = None
+    sim: KubeSim,
+    port: int,
+    host: str = LOOPBACK,
+    *,
+    tls: tuple[int, ssl.SSLContext] | None = None,
+    routes: Iterable[web.RouteDef] = (),
 ) -> web.AppRunner:
-    """Serve sim on host:port in the running loop (and with TLS on `tls`'s port when given);
-    `await runner.cleanup()` stops it."""
-    runner = web.AppRunner(create_app(sim), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    """Serve sim on host:port in the running loop (and with TLS on `tls`'s port when given),
+    with extra drill `routes`; `await runner.cleanup()` stops it."""
+    app = create_app(sim, routes)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

@@ -1,8 +1,8 @@
 """The HTTP face of the simulator: an aiohttp application speaking the Kubernetes REST API.
 
 Routes /api and /apis paths to the generic verbs (after bearer-token authentication and RBAC),
-serves discovery and /version, streams watches, and exposes drill-only endpoints under /drill/
-(no authentication; loopback only) for fault injection.
+serves pod logs (`pods/NAME/log`, see `logs`), discovery and /version, streams watches, and
+exposes drill-only endpoints under /drill/ (no authentication; loopback only) for fault injection.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from oncall.drill.kube_sim import errors, resources, verbs
+from oncall.drill.kube_sim import errors, logs, resources, verbs
 from oncall.drill.kube_sim.errors import ApiError
 from oncall.drill.kube_sim.rbac import authorize
 from oncall.drill.kube_sim.resources import ResourceType
@@ -81,7 +82,10 @@ def parse_target(segments: list[str]) -> tuple[str, str, Target | None]:
     sub = rest[2] if len(rest) > 2 else ""
     if rt.namespaced and namespace is None and name:
         raise errors.path_not_found()
-    if sub and not (sub == "status" and rt.kind in ("Pod", "Deployment", "Node")):
+    if sub and not (
+        (sub == "status" and rt.kind in ("Pod", "Deployment", "Node"))
+        or (sub == "log" and rt.kind == "Pod")
+    ):
         raise errors.path_not_found()
     return group, version, Target(rt, namespace, name, sub)
 
@@ -143,6 +147,10 @@ async def _handle_api(request: web.Request) -> web.StreamResponse:
         raise errors.method_not_allowed()
     if target.subresource and verb != "get":
         raise errors.method_not_allowed()
+    if target.subresource == "log":
+        pod = sim.store.get(rt, ns, name)
+        body = logs.pod_log(pod, name, request.query, _log_source(sim))
+        return web.Response(body=body, content_type="text/plain", charset="utf-8")
     dry_run = verbs.parse_dry_run(query.getall("dryRun", []))
     flat = {k: query[k] for k in query}
     if verb == "get":
@@ -170,6 +178,12 @@ async def _handle_api(request: web.Request) -> web.StreamResponse:
         )
     body = await _json_body(request)
     return _reply(verbs.delete(sim, rt, ns, name, body=body, query=flat, dry_run=dry_run))
+
+
+def _log_source(sim: KubeSim) -> logs.ContainerLogs | None:
+    """The pod hook, when it keeps what its processes printed."""
+    hook = sim.controller.kubelet.hook
+    return hook if isinstance(hook, logs.ContainerLogs) else None
 
 
 async def _watch(
@@ -275,8 +289,10 @@ async def _on_cleanup(app: web.Application) -> None:
     await app[SIM_KEY].stop()
 
 
-def create_app(sim: KubeSim) -> web.Application:
-    """The aiohttp application serving sim; starting the app starts its controllers."""
+def create_app(sim: KubeSim, routes: Iterable[web.RouteDef] = ()) -> web.Application:
+    """The aiohttp application serving sim; starting the app starts its controllers.
+
+    `routes`: more drill-only routes (the cluster's), matched before the API's catch-all."""
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app[SIM_KEY] = sim
     app.router.add_get("/version", handle_version)
@@ -286,6 +302,7 @@ def create_app(sim: KubeSim) -> web.Application:
     app.router.add_post("/drill/oom-kill", _drill(_oom_kill))
     app.router.add_post("/drill/container-exit", _drill(_container_exit))
     app.router.add_post("/drill/node-condition", _drill(_node_condition))
+    app.router.add_routes(list(routes))
     app.router.add_route("*", "/{tail:.*}", handle_api)
     app.on_startup.append(_on_startup)
     app.on_cleanup.append(_on_cleanup)

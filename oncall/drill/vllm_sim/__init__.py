@@ -16,7 +16,8 @@ Every form of vLLM arguments a Kubernetes container spec carries is accepted (se
 unknown vLLM flags are accepted and ignored. `--speed X` runs simulated time X times faster
 than real time; latencies and rates in /metrics are in simulated seconds.
 
-Drill-only routes: `POST /drill/fault {"fault": "engine-death"|"hang"|"stuck"|"none"}` and
+Drill-only routes: `POST /drill/fault {"fault": F}` (F: engine-death, gpu-oom, hang,
+engine-hung, stuck, none) and
 `GET /drill/state` (running, waiting, kv usage, max_num_seqs, fault, ...); they answer even
 while the server hangs.
 

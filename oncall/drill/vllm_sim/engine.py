@@ -239,7 +239,7 @@ class Engine:
 
     def step(self, dt: float) -> None:
         """One scheduler iteration covering `dt` simulated seconds."""
-        if self.dead or self.fault is Fault.HANG or dt <= 0:
+        if self.dead or self.fault in (Fault.HANG, Fault.ENGINE_HUNG) or dt <= 0:
             return
         self.now += dt
         self._admit()

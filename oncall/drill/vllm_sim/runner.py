@@ -59,8 +59,8 @@ Simulator options:
   --prefill-tokens-per-second R, --saturation-batch K, --stuck-tokens-per-second R,
   --death-exit-seconds S, --tick-seconds S
 
-Drill routes: POST /drill/fault {"fault": "engine-death"|"hang"|"stuck"|"none"},
-GET /drill/state.
+Drill routes: POST /drill/fault {"fault": F} (F: engine-death, gpu-oom, hang,
+engine-hung, stuck, none), GET /drill/state.
 """
 
 

@@ -8,8 +8,10 @@ the application. Routes:
   `GET /load`, `GET /metrics`;
 * OpenAI: `GET /v1/models`, `POST /v1/completions`, `POST /v1/chat/completions` (JSON, or SSE
   with `"stream": true`); `--api-key` guards `/v1/*` only, as vLLM does;
-* drill only: `POST /drill/fault` `{"fault": "engine-death"|"hang"|"stuck"|"none"}` and
-  `GET /drill/state`. They keep answering under the `hang` fault so the drill can clear it.
+* drill only: `POST /drill/fault` `{"fault": F}` (F: engine-death, gpu-oom, hang, engine-hung,
+  stuck, none; see `config.Fault`) and `GET /drill/state`. They keep answering under the
+  `hang` fault so the drill can clear it. `hang` is a server that answers nothing;
+  `engine-hung` a frozen EngineCore behind a live API server (/health 200, gauges frozen).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 from aiohttp import web
 
 from oncall.drill.vllm_sim.config import Fault, SimConfig
-from oncall.drill.vllm_sim.engine import Engine, Sequence
+from oncall.drill.vllm_sim.crash import cuda_oom_log
+from oncall.drill.vllm_sim.engine import Engine, EngineState, Sequence
 from oncall.drill.vllm_sim.metrics import CONTENT_TYPE, VllmMetrics
 from oncall.drill.vllm_sim.openai_api import (
     ApiError,
@@ -57,23 +60,52 @@ class SimServer:
         #: Set when the engine dies; the process runner exits shortly after.
         self.died = asyncio.Event()
         self.engine.death_listeners.append(self._on_death)
+        #: The engine state the gauges show while the EngineCore is hung (None otherwise).
+        self.frozen: EngineState | None = None
+        #: Requests whose client left while the core was hung: aborted once it works again.
+        self.orphans: list[Sequence] = []
+        #: The cause of an engine death is already in the log (a GPU OOM's traceback).
+        self.cause_logged = False
 
     def _on_death(self) -> None:
-        print(
-            "ERROR EngineCore encountered an issue. See stack trace (above) for the root cause.",
-            file=sys.stderr,
-            flush=True,
-        )
+        if not self.cause_logged:
+            print(
+                "ERROR EngineCore encountered an issue. See stack trace (above) for the root "
+                "cause.",
+                file=sys.stderr,
+                flush=True,
+            )
         self.died.set()
         self.unhung.set()
 
     def set_fault(self, fault: Fault) -> None:
         """Inject or clear a fault (engine death cannot be undone)."""
+        if fault is Fault.GPU_OOM:
+            self._gpu_oom()
+            return
+        was_hung = self.engine.fault is Fault.ENGINE_HUNG
         self.engine.set_fault(fault)
+        if self.engine.fault is Fault.ENGINE_HUNG:
+            # The API server keeps the last stats the EngineCore sent: the gauges freeze.
+            self.frozen = self.frozen or self.engine.state()
+        else:
+            self.frozen = None
+            if was_hung:  # the core works again and handles the aborts it was sent meanwhile
+                for seq in self.orphans:
+                    self.engine.abort(seq)
+                self.orphans.clear()
         if self.engine.fault is Fault.HANG:
             self.unhung.clear()
         else:
             self.unhung.set()
+
+    def _gpu_oom(self) -> None:
+        """The EngineCore's torch.OutOfMemoryError: its traceback, then engine death."""
+        if self.engine.dead:
+            return
+        print("\n".join(cuda_oom_log(self.config)), file=sys.stderr, flush=True)
+        self.cause_logged = True
+        self.engine.kill()
 
     def state_body(self) -> dict[str, Any]:
         """The `GET /drill/state` object."""
@@ -164,7 +196,7 @@ async def load(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus exposition text."""
     sim = _sim(request)
-    body = sim.metrics.render(sim.engine.state())
+    body = sim.metrics.render(sim.frozen or sim.engine.state())
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
@@ -255,7 +287,9 @@ async def _generate(request: web.Request, kind: Kind) -> web.StreamResponse:
         # The client went away mid-stream; vLLM aborts the request.
         return web.Response(status=499)
     finally:
-        if not seq.done:
+        if not seq.done and sim.engine.fault is Fault.ENGINE_HUNG:
+            sim.orphans.append(seq)  # a hung core never sees the abort
+        elif not seq.done:
             sim.engine.abort(seq)
 
 
@@ -278,7 +312,7 @@ async def drill_state(request: web.Request) -> web.Response:
 
 
 async def drill_fault(request: web.Request) -> web.Response:
-    """Inject or clear a fault: `{"fault": "engine-death"|"hang"|"stuck"|"none"}`."""
+    """Inject or clear a fault: `{"fault": F}`, F one of `config.Fault`'s values."""
     sim = _sim(request)
     try:
         body = await request.json()

@@ -1,0 +1,47 @@
+"""`POST /drill/pod-fault` on the cluster's API port: a vLLM fault in one pod, not all.
+
+`{"fault": "gpu-oom", "pod_index": 0}` (or `"pod": NAME`) forwards `{"fault": ...}` to the
+`/drill/fault` route of that Ready pod's simulator (pods sorted by name, as the drill's
+`oom_kill` step counts them). A fault that concerns one replica (a GPU OOM, a hung engine) then
+behaves as on a real fleet: the other replicas keep serving.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from oncall.drill.cluster.service import ready_endpoints
+from oncall.drill.kube_sim import KubeSim
+from oncall.drill.netutil import LOOPBACK
+
+FORWARD_TIMEOUT_S = 5.0
+
+
+def pod_fault_route(sim: KubeSim, namespace: str, selector: str) -> web.RouteDef:
+    async def pod_fault(request: web.Request) -> web.Response:
+        try:
+            body: Any = await request.json()
+            fault = str(body["fault"])
+            endpoints = ready_endpoints(sim, namespace, selector)
+            if "pod" in body:
+                port = dict(endpoints)[str(body["pod"])]
+            else:
+                port = endpoints[int(body.get("pod_index", 0)) % len(endpoints)][1]
+        except (ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
+            message = f"expected {{fault, pod | pod_index}} naming a Ready pod: {exc!r}"
+            return web.json_response({"error": message}, status=400)
+        timeout = aiohttp.ClientTimeout(total=FORWARD_TIMEOUT_S)
+        url = f"http://{LOOPBACK}:{port}/drill/fault"
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.post(url, json={"fault": fault}) as answer,
+            ):
+                return web.json_response(await answer.json(), status=answer.status)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            return web.json_response({"error": f"pod simulator: {exc!r}"}, status=502)
+
+    return web.post("/drill/pod-fault", pod_fault)
