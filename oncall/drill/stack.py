@@ -323,7 +323,8 @@ def _operator_token(state: DrillState) -> str:
 
 
 def _rebuild_oom_killed(state: DrillState, ports: Ports) -> list[str]:
-    """Delete (through the Kubernetes API, as an operator would) every OOM-killed vLLM pod."""
+    """Delete (through the Kubernetes API, as an operator would) every vLLM pod whose container
+    died (OOMKilled, or Error as a GPU OOM ends), so the alert's series go with it."""
     headers = {"Authorization": f"Bearer {_operator_token(state)}"}
     base = f"{ports.url('cluster_api')}/api/v1/namespaces/ai/pods"
     code, body = c.http_request("GET", f"{base}?labelSelector=app%3Dvllm", headers=headers)
@@ -333,7 +334,7 @@ def _rebuild_oom_killed(state: DrillState, ports: Ports) -> list[str]:
     for pod in json.loads(body)["items"]:
         statuses = pod.get("status", {}).get("containerStatuses") or []
         if any(
-            (s.get("lastState") or {}).get("terminated", {}).get("reason") == "OOMKilled"
+            (s.get("lastState") or {}).get("terminated", {}).get("reason") in ("OOMKilled", "Error")
             for s in statuses
         ):
             name = pod["metadata"]["name"]

@@ -1,6 +1,9 @@
 """kube-state-metrics-style series about the simulated cluster, rendered on each scrape.
 
-The names and labels are kube-state-metrics' own, so alert rules written for a real cluster
+The names and labels are kube-state-metrics' own (internal/store/pod.go, v2): every pod series
+carries `namespace`, `pod` and `uid`; `kube_pod_status_phase` has all five phases at 0/1,
+`kube_pod_status_ready` the conditions true/false/unknown; see
+`fixtures/kube-state-metrics/pod_metrics.txt`. So alert rules written for a real cluster
 (`kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}`,
 `kube_pod_container_status_restarts_total`, ...) work unchanged against the drill.
 """
@@ -19,6 +22,8 @@ from oncall.drill.kube_sim import KubeSim
 from oncall.drill.kube_sim.resources import NODES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+CONDITION_VALUES = ("true", "false", "unknown")
 
 
 class ClusterStateCollector(Collector):
@@ -27,45 +32,50 @@ class ClusterStateCollector(Collector):
         self.namespace = namespace
 
     def collect(self) -> Iterator[Metric]:
+        pod_labels = ["namespace", "pod", "uid"]  # descPodLabelsDefaultLabels
         restarts = CounterMetricFamily(
             "kube_pod_container_status_restarts",
             "The number of container restarts per container.",
-            labels=["namespace", "pod", "container"],
+            labels=[*pod_labels, "container"],
         )
         last_reason = GaugeMetricFamily(
             "kube_pod_container_status_last_terminated_reason",
             "Describes the last reason the container was in terminated state.",
-            labels=["namespace", "pod", "container", "reason"],
+            labels=[*pod_labels, "container", "reason"],
         )
         ready = GaugeMetricFamily(
             "kube_pod_status_ready",
             "Describes whether the pod is ready to serve requests.",
-            labels=["namespace", "pod", "condition"],
+            labels=[*pod_labels, "condition"],
         )
         phase = GaugeMetricFamily(
             "kube_pod_status_phase",
             "The pods current phase.",
-            labels=["namespace", "pod", "phase"],
+            labels=[*pod_labels, "phase"],
         )
         for pod in self.sim.pods(self.namespace):
             meta: dict[str, Any] = pod.get("metadata") or {}
             status: dict[str, Any] = pod.get("status") or {}
-            name = str(meta.get("name"))
-            is_ready = any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or []
-            )
-            for condition in ("true", "false"):
-                ready.add_metric(
-                    [self.namespace, name, condition], float(is_ready == (condition == "true"))
-                )
-            phase.add_metric([self.namespace, name, str(status.get("phase", "Unknown"))], 1.0)
+            base = [self.namespace, str(meta.get("name")), str(meta.get("uid", ""))]
+            # One series per status of the Ready condition, 1 on the pod's (addConditionMetrics);
+            # none while the pod has no Ready condition yet.
+            for cond in status.get("conditions") or []:
+                if cond.get("type") == "Ready":
+                    now = str(cond.get("status", "")).lower()
+                    for value in CONDITION_VALUES:
+                        ready.add_metric([*base, value], float(now == value))
+            # All five phases, 1 on the current one; none while the phase is unset.
+            if status.get("phase"):
+                for name in PHASES:
+                    phase.add_metric([*base, name], float(status["phase"] == name))
             for container in status.get("containerStatuses") or []:
-                labels = [self.namespace, name, str(container.get("name"))]
+                labels = [*base, str(container.get("name"))]
                 restarts.add_metric(labels, float(container.get("restartCount", 0)))
+                # lastState keeps the previous termination until the next one replaces it, so
+                # the series stays 1 long after the restart (hours, days), as on a real cluster.
                 terminated = (container.get("lastState") or {}).get("terminated")
-                if terminated:
-                    last_reason.add_metric([*labels, str(terminated.get("reason", ""))], 1.0)
+                if terminated and terminated.get("reason"):
+                    last_reason.add_metric([*labels, str(terminated["reason"])], 1.0)
         yield from (restarts, last_reason, ready, phase)
         yield from self._nodes()
 

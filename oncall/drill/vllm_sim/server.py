@@ -28,7 +28,7 @@ from aiohttp import web
 
 from oncall.drill.vllm_sim.config import Fault, SimConfig
 from oncall.drill.vllm_sim.crash import cuda_oom_log
-from oncall.drill.vllm_sim.engine import Engine, EngineState, Sequence
+from oncall.drill.vllm_sim.engine import Engine, EngineState, FinishedRequest, Sequence
 from oncall.drill.vllm_sim.metrics import CONTENT_TYPE, VllmMetrics
 from oncall.drill.vllm_sim.openai_api import (
     ApiError,
@@ -44,6 +44,30 @@ from oncall.drill.vllm_sim.openai_api import (
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class _StepWatch:
+    """The metrics observer, plus a call after every engine step that produced tokens."""
+
+    def __init__(self, metrics: VllmMetrics, after_step: Callable[[], None]) -> None:
+        self.metrics = metrics
+        self.after_step = after_step
+
+    def on_scheduled(self, prompt_tokens: int, prefix_hit_tokens: int) -> None:
+        self.metrics.on_scheduled(prompt_tokens, prefix_hit_tokens)
+
+    def on_tokens(self, count: int, inter_token_latency: float | None) -> None:
+        self.metrics.on_tokens(count, inter_token_latency)
+
+    def on_iteration(self, tokens: int) -> None:
+        self.metrics.on_iteration(tokens)
+        self.after_step()
+
+    def on_preemption(self) -> None:
+        self.metrics.on_preemption()
+
+    def on_finished(self, request: FinishedRequest) -> None:
+        self.metrics.on_finished(request)
 
 
 class SimServer:
@@ -66,6 +90,9 @@ class SimServer:
         self.orphans: list[Sequence] = []
         #: The cause of an engine death is already in the log (a GPU OOM's traceback).
         self.cause_logged = False
+        #: `engine-hung` was asked for while nothing ran: it hangs at the next busy step.
+        self.hang_armed = False
+        self.engine.observer = _StepWatch(self.metrics, self._after_step)
 
     def _on_death(self) -> None:
         if not self.cause_logged:
@@ -84,6 +111,11 @@ class SimServer:
             self._gpu_oom()
             return
         was_hung = self.engine.fault is Fault.ENGINE_HUNG
+        # A core hangs inside a step (a forward pass, a collective): with nothing running it
+        # has no step to hang in, so the fault waits for the next step that runs a request.
+        self.hang_armed = fault is Fault.ENGINE_HUNG and not self.engine.running and not was_hung
+        if self.hang_armed:
+            return
         self.engine.set_fault(fault)
         if self.engine.fault is Fault.ENGINE_HUNG:
             # The API server keeps the last stats the EngineCore sent: the gauges freeze.
@@ -98,6 +130,11 @@ class SimServer:
             self.unhung.clear()
         else:
             self.unhung.set()
+
+    def _after_step(self) -> None:
+        if self.hang_armed and self.engine.running:
+            self.hang_armed = False
+            self.set_fault(Fault.ENGINE_HUNG)
 
     def _gpu_oom(self) -> None:
         """The EngineCore's torch.OutOfMemoryError: its traceback, then engine death."""
@@ -128,6 +165,7 @@ class SimServer:
             "generation_tokens": state.generation_tokens,
             "per_seq_tokens_per_second": self.engine.per_seq_rate(),
             "fault": state.fault.value,
+            "hang_armed": self.hang_armed,
             "dead": state.dead,
             "speed": cfg.speed,
             "sim_time": self.engine.now,

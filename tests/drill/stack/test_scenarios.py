@@ -28,7 +28,9 @@ SCENARIOS = {name: s for name, s in all_scenarios().items() if s.signal is not N
 FINDINGS: dict[str, tuple[str, str | None]] = {
     "kv-cache-pressure": ("kv_cache", "lower-max-num-seqs-kv"),
     "model-stuck": ("token_rate", "rebuild-stuck-pod"),
-    "gpu-oom": ("oom_pods", "rebuild-oom-pod"),
+    "model-hung": ("token_rate", "rebuild-stuck-pod"),
+    "gpu-oom": ("gpu_oom", "lower-max-num-seqs"),
+    "host-oom": ("host_oom", None),
     "gateway-unavailable": ("still_undegraded", "degrade"),
     "vector-search-slow": ("rag_still_on", "rag-off"),
     "prompt-rejections": ("policy_ratio", None),
@@ -52,6 +54,7 @@ def test_every_scenario_names_an_alert_and_a_signal() -> None:
     assert {
         "healthy", "kv-cache-pressure", "gpu-oom", "vector-search-slow", "gateway-unavailable",
         "prompt-rejections", "redis-hit-rate-collapse", "model-stuck", "scrape-failure",
+        "host-oom", "model-hung",
     } <= set(scenarios)  # fmt: skip
     for name, scenario in scenarios.items():
         if name != "healthy":
