@@ -37,7 +37,10 @@ _REDACTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]+"), rf"\1\2{MASK}"),
     # scheme://user:password@host → scheme://***@host
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+(?::[^/\s@]*)?@"), rf"\1{MASK}@"),
+    (
+        re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?:[^/\s:@]+(?::[^/\s@]*)?|:[^/\s@]+)@"),
+        rf"\1{MASK}@",
+    ),
     # --api-key VALUE, --hf-token=VALUE
     (re.compile(rf"(?i)(--{_SECRET_NAME})(=|\s+)(?!-)\S+"), rf"\1\2{MASK}"),
     # api_key=VALUE, "token": "VALUE", password: VALUE

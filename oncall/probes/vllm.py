@@ -245,13 +245,23 @@ def _server_facts(url: str, scrapes: Scrapes, quantile: float) -> Facts:
         windows.append(window)
     facts["quantile_window"] = _window_of(windows)
     facts["missing"] = [PROBE_FACT[fact] for fact in last.missing if fact in PROBE_FACT]
+    facts["stalled"] = _stalled(facts)
     return facts
+
+
+def _stalled(facts: Facts) -> bool | None:
+    """No token between the scrapes while requests run or wait: a hung EngineCore (its API
+    server still answers /health and /metrics, the gauges frozen; vllm issue #39863)."""
+    rate, running, waiting = facts["tokens_per_s"], facts["running"], facts["waiting"]
+    if rate is None or (running is None and waiting is None):
+        return None
+    return bool(rate == 0 and (running or 0) + (waiting or 0) > 0)
 
 
 def _failed_server(url: str, error: BackendError) -> Facts:
     facts: Facts = {"url": url, "error": error.reason, "metric_names": None}
     facts.update(dict.fromkeys(PROBE_FACT.values()))
-    facts.update(quantile_window=None, missing=[])
+    facts.update(quantile_window=None, missing=[], stalled=None)
     return facts
 
 
@@ -266,14 +276,17 @@ async def run_metrics(ctx: ProbeContext, params: MetricsParams) -> Facts:
     """`curl -s URL/metrics; sleep INTERVAL; curl -s URL/metrics` for each URL.
 
     Facts: servers [{url, error, metric_names, running, waiting, kv_cache_usage,
-    preemptions_total, tokens_per_s, ttft_s, itl_s, e2e_s, quantile_window, missing}] and over
+    preemptions_total, tokens_per_s, ttft_s, itl_s, e2e_s, quantile_window, missing, stalled
+    (no token between the scrapes while requests run or wait: a hung engine; None without two
+    scrapes)}] and over
     the servers that answered: running, waiting, preemptions_total (sums), kv_cache_usage (max),
     tokens_per_s (sum of generated tokens/s between the scrapes; None with interval 0),
     ttft_s / itl_s / e2e_s (the quantile of the summed buckets: their increase over the interval
     when it saw observations, else their totals since start), quantile_windows ({ttft_s: …}
     "interval" | "since start" | None), quantile_window (the one value they share, "mixed"
     otherwise, None with no histogram), missing (facts no server exposes, e.g. all of them with
-    --disable-log-stats), metric_names ("0.33" | "0.10" | "mixed" | "unknown"), answered, total.
+    --disable-log-stats), metric_names ("0.33" | "0.10" | "mixed" | "unknown"), answered, total,
+    stalled_count (servers that answered and are stalled).
     Values from the last scrape; seconds end in _s. Raises only when no server answered."""
     answers = await _each_server(ctx, lambda client: _scrapes_of(client, params.interval))
     _raise_if_none_answered(answers)
@@ -309,6 +322,7 @@ async def run_metrics(ctx: ProbeContext, params: MetricsParams) -> Facts:
     facts["metric_names"] = _metric_names(scrapes.last.metric_version for scrapes in good)
     facts["answered"] = len(answered)
     facts["total"] = len(servers)
+    facts["stalled_count"] = sum(1 for server in answered if server["stalled"])
     return facts
 
 

@@ -69,7 +69,25 @@ def batched_query(params: RatesParams) -> str:
         for name, expr in rate_queries(params).items()
     ]
     parts.append(f'label_replace(({busiest_query(params)}), "{FACT_LABEL}", "busiest_pod", "", "")')
+    parts.append(f'label_replace(({stalled_query(params)}), "{FACT_LABEL}", "stalled_pod", "", "")')
     return " or ".join(parts)
+
+
+def stalled_query(params: RatesParams) -> str:
+    """Pods whose token counters did not move over the window while requests ran or waited:
+    a hung EngineCore, whose API server keeps /health at 200 and its gauges frozen (vllm
+    issue #39863). A counter Prometheus has fewer than two samples of is not judged."""
+    selector = f"{{{params.selector}}}" if params.selector else ""
+    w = params.window
+    moved = " + ".join(
+        f"sum by (pod) (rate({name}{selector}[{w}]))"
+        for name in ("vllm:generation_tokens_total", "vllm:prompt_tokens_total")
+    )
+    queued = " + ".join(
+        f"sum by (pod) ({name}{selector})"
+        for name in ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    )
+    return f"({moved}) == 0 and on (pod) ({queued}) > 0"
 
 
 def busiest_query(params: RatesParams) -> str:
@@ -87,16 +105,22 @@ async def run_rates(ctx: ProbeContext, params: RatesParams) -> Facts:
     itl_s, e2e_s (histogram_quantile over the fleet's summed bucket rates). None where
     Prometheus has no series or the answer is NaN (no observations in the window).
     busiest_pod: the `pod` label of the series with the fullest KV cache (None without one),
-    the pod to rebuild when its cache is full or fragmented."""
+    the pod to rebuild when its cache is full or fragmented. stalled_pods: the `pod` labels
+    whose token counters stood still over the window while requests ran or waited (a hung
+    engine: /health is still 200), sorted; empty when none."""
     client = await prometheus_client(ctx)
     samples = await client.query(batched_query(params))
     facts: Facts = dict.fromkeys([*rate_queries(params), "busiest_pod"])
+    stalled: set[str] = set()
     for sample in samples:
         name = sample.labels.get(FACT_LABEL)
         if name == "busiest_pod":
             facts[name] = sample.labels.get("pod")
+        elif name == "stalled_pod":
+            stalled.add(sample.labels.get("pod", ""))
         elif name in facts and math.isfinite(sample.value):
             facts[name] = sample.value
+    facts["stalled_pods"] = sorted(stalled)
     return facts
 
 

@@ -35,7 +35,7 @@ INF = math.inf
 BY_NAME: dict[str, Probe[Any]] = {probe.name: probe for probe in probes.PROBES}
 SERVER_FACTS = {
     "url", "error", "metric_names", "running", "waiting", "kv_cache_usage", "preemptions_total",
-    "tokens_per_s", "ttft_s", "itl_s", "e2e_s", "quantile_window", "missing",
+    "tokens_per_s", "ttft_s", "itl_s", "e2e_s", "quantile_window", "missing", "stalled",
 }  # fmt: skip
 
 

@@ -66,7 +66,7 @@ async def test_rates_through_prometheus(
     seen: dict[str, Any] = {}
     async with ProbeContext(settings(sim.url, prometheus=prometheus.url)) as ctx:
         idle = await run(ctx, "vllm.rates", selector='job="vllm"')
-        assert set(idle) == {*names, "preemptions_per_s", "busiest_pod"}
+        assert set(idle) == {*names, "preemptions_per_s", "busiest_pod", "stalled_pods"}
 
         async def rated() -> bool:
             await complete(sim.url, MAX_SEQS, 100)
@@ -79,6 +79,7 @@ async def test_rates_through_prometheus(
     assert seen["busiest_pod"] in {"vllm-033", "vllm-010"}
     assert 0.0 <= seen["kv_cache_usage"] <= 1.0
     assert 0 < seen["itl_s"] <= seen["e2e_s"]
+    assert nothing.pop("stalled_pods") == []  # no series: no pod, not a stalled one
     assert nothing == dict.fromkeys(nothing)  # no series: every fact None, not 0
 
 
