@@ -6,6 +6,9 @@ when the process answers its health check). It calls `stopped(pod)` when the con
 pod is deleted, or the container is killed (an OOM kill) before being restarted. `stopped` is
 called exactly once for every `started` call, even one that raised or was cancelled, and never for
 a pod whose container never started. Both receive a deep copy of the Pod (core/v1 JSON).
+
+A hook that also keeps what its processes print implements `logs.ContainerLogs`
+(`container_log(container_id)`), and the simulator serves `GET .../pods/NAME/log` from it.
 """
 
 from __future__ import annotations

@@ -82,6 +82,17 @@ async def test_gpu_oom_logs_the_traceback_and_exits_1(sim_factory: Starter) -> N
     assert log.count("EngineDeadError") == 1  # not a second, causeless death line
 
 
+async def test_engine_death_without_oom_reads_as_another_crash(sim_factory: Starter) -> None:
+    sim = sim_factory("--death-exit-seconds", "0.2")
+    async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
+        await client.post("/drill/fault", json={"fault": "engine-death"})
+    assert await asyncio.to_thread(sim.proc.wait, 10) == 1
+    match, error = verdict(sim.log())
+    assert match is None
+    assert error is not None
+    assert "EngineCore encountered an issue" in error
+
+
 async def _running(client: httpx.AsyncClient) -> bool:
     state = (await client.get("/drill/state")).json()
     return bool(state["running"] >= 1)
