@@ -11,6 +11,8 @@ lines), `limitBytes` (at most N bytes, counted from the start of what tailLines 
 answer is `text/plain`. Failures are the apiserver's, with its messages (pkg/registry/core/pod
 `LogLocation`, pkg/kubelet `validateContainerLogStatus`):
 
+- tailLines < 0 or limitBytes < 1: 422 `PodLogOptions "NAME" is invalid: tailLines: Invalid
+  value: -1: must be greater than or equal to 0` (checked before the pod);
 - unknown pod: 404 `pods "NAME" not found`;
 - unknown container: 400 `container C is not valid for pod NAME`;
 - several containers, none named: 400 `a container name must be specified for pod NAME,
@@ -46,7 +48,7 @@ def _bool(query: Mapping[str, str], key: str) -> bool:
     return value in ("true", "1")
 
 
-def _count(query: Mapping[str, str], key: str, minimum: int) -> int | None:
+def _count(query: Mapping[str, str], key: str, minimum: int, name: str) -> int | None:
     raw = query.get(key)
     if raw is None or raw == "":
         return None
@@ -54,10 +56,15 @@ def _count(query: Mapping[str, str], key: str, minimum: int) -> int | None:
         value = int(raw)
     except ValueError:
         raise errors.bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
-    if value < minimum:
-        raise errors.bad_request(
-            f"PodLogOptions is invalid: {key}: Invalid value: {value}: "
-            f"must be greater than or equal to {minimum}"
+    if value < minimum:  # ValidatePodLogOptions, wrapped in NewInvalid(Kind PodLogOptions)
+        detail = f"must be greater than or equal to {minimum}"
+        cause = {"reason": "FieldValueInvalid", "message": f"Invalid value: {value}: {detail}",
+                 "field": key}  # fmt: skip
+        raise errors.ApiError(
+            422,
+            "Invalid",
+            f'PodLogOptions "{name}" is invalid: {key}: Invalid value: {value}: {detail}',
+            {"name": name, "kind": "PodLogOptions", "causes": [cause]},
         )
     return value
 
@@ -109,13 +116,14 @@ def _container_id(pod: Obj, container: str, previous: bool) -> str:
 def pod_log(
     pod: Obj | None, name: str, query: Mapping[str, str], source: ContainerLogs | None
 ) -> bytes:
-    """The body of a pod log request (raises ApiError as the apiserver answers)."""
+    """The body of a pod log request (raises ApiError as the apiserver answers): the options
+    are validated first, then the pod and the container are looked up."""
+    previous = _bool(query, "previous")
+    lines = _count(query, "tailLines", 0, name)
+    limit = _count(query, "limitBytes", 1, name)
     if pod is None:
         raise errors.not_found(PODS, name)
     container = _container_name(pod, query.get("container"))
-    previous = _bool(query, "previous")
-    lines = _count(query, "tailLines", 0)
-    limit = _count(query, "limitBytes", 1)
     container_id = _container_id(pod, container, previous)
     text = (source.container_log(container_id) if source is not None else None) or b""
     text = tail(text, lines)
