@@ -33,6 +33,11 @@ async def _hung(client: httpx.AsyncClient, sim: SimProcess) -> bool:
     return bool(state["fault"] == "engine-hung")
 
 
+async def _running(client: httpx.AsyncClient, sim: SimProcess) -> bool:
+    state: dict[str, Any] = (await client.get(f"{sim.url}/drill/state")).json()
+    return bool(state["running"] >= 1 and state["generation_tokens"] > 0)
+
+
 def _generate(client: httpx.AsyncClient, sim: SimProcess) -> asyncio.Task[httpx.Response]:
     """A long request (two minutes at 50 tokens/s), so the engine has a step to hang in."""
     body = completion_body(6000, prompt=sim.url) | {"model": MODEL}
@@ -57,6 +62,7 @@ async def test_metrics_probe_tells_a_hung_engine_from_a_busy_one(
         tasks = [_generate(client, busy), _generate(client, hung)]
         await client.post(f"{hung.url}/drill/fault", json={"fault": "engine-hung"})
         await eventually(lambda: _hung(client, hung), within=10, what="the engine hung")
+        await eventually(lambda: _running(client, busy), within=10, what="the busy one running")
         assert (await client.get(f"{hung.url}/health")).status_code == 200
         async with ProbeContext(settings(busy.url, hung.url)) as ctx:
             facts = await run(ctx, "vllm.metrics", interval=0.3)
@@ -88,10 +94,10 @@ async def test_rates_probe_names_the_stalled_pod(
 
             async def stalled() -> bool:
                 seen.update(await run(ctx, "vllm.rates", window="4s", selector='job="vllm"'))
-                return bool(seen["stalled_pods"])
+                # Both rated: the hung pod standing still, the busy one generating.
+                return bool(seen["stalled_pods"]) and (seen["tokens_per_s"] or 0.0) > 0
 
-            await eventually(stalled, within=30, what="Prometheus to see the hung pod stand still")
+            await eventually(stalled, within=30, what="Prometheus to rate both pods")
         for task in tasks:
             task.cancel()
     assert seen["stalled_pods"] == ["vllm-hung"]
-    assert seen["tokens_per_s"] > 0  # the busy pod keeps the fleet's rate above zero
