@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlsplit
 
 from oncall.errors import OncallError
-from oncall.model.actions import ActionName
+from oncall.model.action_params import ActionName
 
 if TYPE_CHECKING:
     from oncall.settings import Settings

@@ -29,7 +29,7 @@ from oncall.checklist.expressions import ExpressionError
 from oncall.checklist.loader import CompiledRemediation, CompiledRunbook, CompiledStep
 from oncall.checklist.templates import Template
 from oncall.errors import BackendError
-from oncall.model.actions import ACTION_PARAMS
+from oncall.model.action_params import ACTION_PARAMS
 from oncall.model.checklist_events import (
     ChecklistEvent,
     ChecklistPlanned,

@@ -24,7 +24,7 @@ from oncall.checklist.graph import find_cycle, topological
 from oncall.checklist.runbook import MAX_TIMEOUT_S, Evidence, Remediation, Runbook, Step
 from oncall.checklist.templates import Template, compile_template
 from oncall.errors import Problem
-from oncall.model.actions import ACTION_PARAMS
+from oncall.model.action_params import ACTION_PARAMS
 from oncall.probes.base import Probe
 from oncall.probes.registry import all_probes
 from oncall.settings.yaml_marks import KeyPath, MarkedDocument, Position, load_marked_yaml

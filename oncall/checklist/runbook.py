@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from oncall.model.actions import ActionName
+from oncall.model.action_params import ActionName
 from oncall.settings.durations import Duration
 
 STEP_ID = r"^[a-z][a-z0-9_]*$"

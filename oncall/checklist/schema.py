@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from oncall.checklist.runbook import Runbook
-from oncall.model.actions import ACTION_PARAMS
+from oncall.model.action_params import ACTION_PARAMS
 from oncall.probes.registry import all_probes
 
 SCHEMA_PATH = Path(__file__).with_name("runbook.schema.json")

@@ -26,8 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 from oncall.errors import EXIT_FOUND, EXIT_OK
+from oncall.model.action_params import ACTION_PARAMS, ActionParams
+from oncall.model.write_path import GuardVerdict, Preview
 
-ACTIONS = ("rebuild-pod", "set-degradation-level", "set-max-num-seqs")
+#: Every action `oncall remediate` runs, by name (the registry's, oncall/model/action_params.py).
+ACTIONS = tuple(ACTION_PARAMS)
 
 
 def register(commands: Any, global_options: Callable[..., None]) -> None:
@@ -35,24 +38,10 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
         "remediate", help="preview, confirm (typed, on a terminal) and run one remediation"
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    pod = sub.add_parser(
-        "rebuild-pod", help="delete a pod (UID precondition); wait for its replacement"
-    )
-    pod.add_argument("pod")
-    pod.add_argument("--namespace")
-    pod.add_argument("--uid", help="act only if the pod still has this UID")
-    level = sub.add_parser("set-degradation-level", help="0 normal, 1 RAG off, 2 FAQ, 3 static")
-    level.add_argument("level", type=int, choices=range(4))
-    seqs = sub.add_parser(
-        "set-max-num-seqs", help="patch vLLM --max-num-seqs and follow the rollout"
-    )
-    seqs.add_argument("deployment")
-    seqs.add_argument("value", type=int)
-    seqs.add_argument("--container")
-    seqs.add_argument("--namespace")
+    runs = [_action_parser(sub, name, model) for name, model in ACTION_PARAMS.items()]
     rollback = sub.add_parser("rollback", help="undo a verified action (level, max-num-seqs)")
     rollback.add_argument("action_id", help="the audit action id printed when it ran")
-    for action in (pod, level, seqs, rollback):
+    for action in (*runs, rollback):
         action.add_argument("--dry-run", action="store_true", help="preview only, change nothing")
         global_options(action, suppress=True)
         action.set_defaults(handler=run)
@@ -68,22 +57,44 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
     parser.set_defaults(handler=usage)
 
 
+def _action_parser(sub: Any, name: str, model: type[ActionParams]) -> Any:
+    """The subcommand of one action, from its parameters model: each required field is a
+    positional argument, each optional one an `--option`; a small integer range is choices."""
+    action = sub.add_parser(name, help=_first_line(model.__doc__))
+    for field_name, info in model.model_fields.items():
+        kwargs: dict[str, Any] = {"help": info.description}
+        if info.annotation is int:
+            kwargs["type"] = int
+            low, high = _bounds(info.metadata)
+            if low is not None and high is not None and high - low < 10:
+                kwargs["choices"] = range(low, high + 1)
+        if info.is_required():
+            action.add_argument(field_name, **kwargs)
+        else:
+            action.add_argument(f"--{field_name.replace('_', '-')}", dest=field_name, **kwargs)
+    return action
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0] if doc else ""
+
+
+def _bounds(metadata: list[Any]) -> tuple[int | None, int | None]:
+    low = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
+    high = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
+    return low, high
+
+
 def _params(args: argparse.Namespace) -> dict[str, Any]:
-    if args.action == "rebuild-pod":
-        raw = {"pod": args.pod, "namespace": args.namespace, "uid": args.uid}
-    elif args.action == "set-degradation-level":
-        raw = {"level": args.level}
-    else:
-        raw = {"deployment": args.deployment, "value": args.value, "container": args.container,
-               "namespace": args.namespace}  # fmt: skip
-    return {k: v for k, v in raw.items() if v is not None}
+    fields = ACTION_PARAMS[args.action].model_fields
+    return {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
 
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def render_preview(preview: Any) -> str:
+def render_preview(preview: Preview) -> str:
     plan = preview.plan
     lines = [
         f"{plan.action} {plan.target.label}"
@@ -100,9 +111,7 @@ def render_preview(preview: Any) -> str:
     return "\n".join(lines)
 
 
-def terminal_verdict() -> Any:
-    from oncall.remediation.guards import GuardVerdict
-
+def terminal_verdict() -> GuardVerdict:
     if sys.stdin.isatty() and sys.stdout.isatty():
         return GuardVerdict("terminal", True, "a person can answer on this terminal", {})
     return GuardVerdict(
@@ -119,9 +128,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(settings: Any, args: argparse.Namespace) -> int:
-    from oncall.remediation.executor import Remediator
+    from oncall.service.remediation import open_remediator
 
-    async with Remediator(settings, read_only_flag=bool(getattr(args, "read_only", False))) as r:
+    read_only = bool(getattr(args, "read_only", False))
+    async with open_remediator(settings, read_only_flag=read_only) as r:
         rollback_of = args.action_id if args.action == "rollback" else None
         if rollback_of:
             plan = await r.rollback_plan(rollback_of)
@@ -130,14 +140,14 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
 
         shown = False
 
-        async def confirm(plan_: Any, preview: Any) -> bool:
+        async def confirm(preview: Preview) -> bool:
             nonlocal shown
             shown = True
             print(render_preview(preview), flush=True)
             if args.dry_run:
                 print("--dry-run: nothing was changed")
                 return False
-            word = str(plan_.confirm_word)
+            word = str(preview.plan.confirm_word)
             prompt = (
                 f"Type the target's name ({word}) to confirm, anything else to cancel: "
                 if word != "yes"
@@ -170,9 +180,8 @@ def run_approve(args: argparse.Namespace) -> int:
 
 
 async def _approve(settings: Any, action_id: str) -> int:
-    from oncall.remediation.executor import Remediator
+    from oncall.service.remediation import approve
 
-    async with Remediator(settings) as r:
-        verdict = await r.two_person.approve(action_id, r.holder)
+    verdict = await approve(settings, action_id)
     print(f"{'approved' if verdict.ok else 'refused'}: {verdict.reason}")
     return EXIT_OK if verdict.ok else EXIT_FOUND

@@ -10,6 +10,11 @@ permission, rate limit, circuit breaker, lease, two-person, precondition, termin
 record also goes to the team's Redis Stream and, for Kubernetes targets, as an Event on the
 target; a mirror that fails is noted, never fatal, and never loses the local record.
 
+The lifecycle runs on the caller's event loop (the app's, or the CLI's); only the audit log's
+fsynced append leaves it, in a thread (`asyncio.to_thread`), so no write holds up a key press.
+What each action does is its own module (oncall/remediation/actions/, by the registry); this
+module never asks which action it runs.
+
 How the person confirms is the caller's business (`Confirm`): the CLI asks on the terminal, the
 app in a modal. Nothing here runs without `confirm` returning True.
 """
@@ -19,88 +24,114 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from oncall.audit.log import AuditLog
 from oncall.audit.records import actor_now, new_action_id, secrets_of
-from oncall.backends.redis_write import RedisWriter
 from oncall.errors import BackendError
-from oncall.remediation import actions
-from oncall.remediation.guards import (
-    CircuitBreaker,
+from oncall.model.write_path import (
+    Confirm,
     GuardVerdict,
-    RateLimit,
-    TwoPersonRule,
-    read_only_guard,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    Preview,
+    Progress,
 )
-from oncall.remediation.plans import Clients, Plan, PlanError, plan
+from oncall.remediation import registry
+from oncall.remediation.action import PlanError
+from oncall.remediation.clients import Clients
+from oncall.remediation.guards import read_only_guard
+from oncall.remediation.lease import TargetLease
+from oncall.remediation.policy import APPROVAL_TIMEOUT_S, Guards
 from oncall.settings import Settings
 
-Confirm = Callable[[Plan, "Preview"], Awaitable[bool]]
-Progress = Callable[[str], None]
 MIRROR_TIMEOUT_S = 2.0
 
 
-@dataclass
-class Preview:
-    plan: Plan
-    dry_run: Any
-    verdicts: list[GuardVerdict] = field(default_factory=list)
+class Log(Protocol):
+    """What the executor needs of the audit log (oncall.audit.log.AuditLog)."""
 
     @property
-    def refused(self) -> GuardVerdict | None:
-        return next((v for v in self.verdicts if not v.ok), None)
+    def path(self) -> Any: ...
+
+    def append(self, **fields: Any) -> dict[str, Any]: ...
+
+    def records(self) -> Iterator[dict[str, Any]]: ...
 
 
 @dataclass
-class Outcome:
+class _Run:
+    """One action's id and the audit records written for it so far."""
+
     action_id: str
-    status: str  # refused | declined | failed | succeeded | verified | unverified
-    message: str
-    plan: Plan | None = None
-    records: list[dict[str, Any]] = field(default_factory=list)
+    plan: Plan
     preview: Preview | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def end(
+        self, status: OutcomeStatus, message: str, refusal: GuardVerdict | None = None
+    ) -> Outcome:
+        return Outcome(
+            self.action_id, status, message, self.plan, self.preview, refusal, tuple(self.records)
+        )
 
 
 class Remediator:
-    """Runs remediations for one operator; `async with` closes its clients."""
+    """Runs remediations for one operator; `async with` closes its clients.
+
+    `Remediator(clients, log, guards)` takes everything it talks to, so a test hands it fakes;
+    the front ends use `Remediator.from_settings`.
+    """
 
     def __init__(
         self,
+        clients: Clients,
+        log: Log,
+        guards: Guards,
+        *,
+        actor: dict[str, Any] | None = None,
+        read_only_flag: bool = False,
+        alert: dict[str, Any] | None = None,
+        evidence: Any = None,
+        alert_still_firing: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.clients = clients
+        self.settings = clients.settings
+        self.log = log
+        self.guards = guards
+        self.two_person = guards.two_person
+        self.actor = actor or actor_now()
+        self.holder = f"{self.actor['user']}@{self.actor['host']}"
+        self.read_only_flag = read_only_flag
+        self.alert = alert
+        self.evidence = evidence
+        self.alert_still_firing = alert_still_firing
+        self.mirror_errors: list[str] = []
+
+    @classmethod
+    def from_settings(
+        cls,
         settings: Settings,
         *,
         read_only_flag: bool = False,
         alert: dict[str, Any] | None = None,
         evidence: Any = None,
         alert_still_firing: Callable[[], Awaitable[bool]] | None = None,
-    ) -> None:
-        self.settings = settings
-        self.read_only_flag = read_only_flag
-        self.alert = alert
-        self.evidence = evidence
-        self.alert_still_firing = alert_still_firing
-        self.clients = Clients(settings)
-        self.actor = actor_now()
-        self.holder = f"{self.actor['user']}@{self.actor['host']}"
-        self.log = AuditLog(settings.audit.path, secrets=secrets_of(settings))
-        self.mirror_errors: list[str] = []
-        guards = settings.guards
-        redis = self.clients.redis_client()
-        writer = RedisWriter(redis)
-        self.writer = writer
-        self.rate = RateLimit(
-            redis, writer, actions=guards.rate_limit_actions, window_s=guards.rate_limit_window
-        )
-        self.breaker = CircuitBreaker(
-            redis, writer, failures=guards.breaker_failures, cooldown_s=guards.breaker_cooldown
-        )
-        self.two_person = TwoPersonRule(
-            redis, writer, actions=list(guards.two_person), timeout_s=120.0
+    ) -> Remediator:
+        """The clients, audit log and guards the settings describe."""
+        clients = Clients.from_settings(settings)
+        return cls(
+            clients,
+            AuditLog(settings.audit.path, secrets=secrets_of(settings)),
+            Guards.from_settings(settings, clients),
+            read_only_flag=read_only_flag,
+            alert=alert,
+            evidence=evidence,
+            alert_still_firing=alert_still_firing,
         )
 
     async def __aenter__(self) -> Remediator:
@@ -111,37 +142,38 @@ class Remediator:
 
     # -- audit -----------------------------------------------------------------------------
 
-    async def _record(
-        self, run: Outcome, plan_: Plan, transition: str, **fields: Any
-    ) -> dict[str, Any]:
-        record = self.log.append(
+    async def _record(self, run: _Run, transition: str, **fields: Any) -> dict[str, Any]:
+        plan = run.plan
+        # The append fsyncs: in a thread, so the caller's loop (the app's) keeps answering.
+        record = await asyncio.to_thread(
+            self.log.append,
             action_id=run.action_id,
             transition=transition,
-            action=plan_.action,
-            target=plan_.target.as_dict(),
+            action=plan.action,
+            target=plan.target.as_dict(),
             actor=self.actor,
             alert=self.alert,
             **fields,
         )
         run.records.append(record)
-        await self._mirror(record, plan_)
+        await self._mirror(record, plan)
         return record
 
-    async def _mirror(self, record: dict[str, Any], plan_: Plan) -> None:
+    async def _mirror(self, record: dict[str, Any], plan: Plan) -> None:
         stream = self.settings.audit.redis_stream
         try:
             async with asyncio.timeout(MIRROR_TIMEOUT_S):
                 if stream:
                     fields = {k: _text(v) for k, v in record.items()}
-                    await self.writer.xadd(stream, fields, maxlen=100_000)
-                if self.settings.audit.kube_events and plan_.target.namespace:
+                    await self.clients.redis_writer().xadd(stream, fields, maxlen=100_000)
+                if self.settings.audit.kube_events and plan.target.namespace:
                     kube = await self.clients.kube_writer()
-                    message = f"oncall {record['transition']}: {plan_.summary} by {self.holder}"
+                    message = f"oncall {record['transition']}: {plan.summary} by {self.holder}"
                     await kube.create_event(
-                        plan_.target.namespace,
-                        {"kind": plan_.target.kind, "name": plan_.target.name,
-                         "uid": plan_.target.uid or "",
-                         "apiVersion": "apps/v1" if plan_.target.kind == "Deployment" else "v1"},
+                        plan.target.namespace,
+                        {"kind": plan.target.kind, "name": plan.target.name,
+                         "uid": plan.target.uid or "",
+                         "apiVersion": "apps/v1" if plan.target.kind == "Deployment" else "v1"},
                         reason=f"Oncall{record['transition'].title().replace('_', '')}",
                         message=message[:1000],
                     )  # fmt: skip
@@ -151,14 +183,14 @@ class Remediator:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def plan(self, action: str, params: dict[str, Any]) -> Plan:
-        return await plan(action, params, self.clients)
+        return await registry.plan(action, params, self.clients)
 
-    async def preview(self, plan_: Plan) -> Preview:
+    async def preview(self, plan: Plan) -> Preview:
         """Dry run and every guard's verdict, before anyone is asked to confirm."""
         dry_run: Any
         verdicts = [read_only_guard(self.settings, flag=self.read_only_flag)]
         try:
-            dry_run = await actions.dry_run(plan_, self.clients)
+            dry_run = await registry.action_named(plan.action).dry_run(plan, self.clients)
         except BackendError as exc:
             dry_run = {"error": str(exc)}
             if exc.reason == "forbidden":
@@ -169,69 +201,69 @@ class Remediator:
                 verdicts.append(GuardVerdict("precondition", False, reason, {}))
             else:
                 verdicts.append(GuardVerdict("dry run", False, str(exc), {}))
-        verdicts.append(await self.rate.check(plan_.target.key))
-        verdicts.append(await self.breaker.check())
-        verdicts.append(await self._lease_holder(plan_))
-        return Preview(plan_, dry_run, verdicts)
+        verdicts.append(await self.guards.rate.check(plan.target.key))
+        verdicts.append(await self.guards.breaker.check())
+        verdicts.append(await TargetLease(self.clients, self.holder).holder_verdict(plan))
+        return Preview(plan, dry_run, tuple(verdicts))
 
     async def run(
         self,
-        plan_: Plan,
+        plan: Plan,
         confirm: Confirm,
         *,
         progress: Progress | None = None,
-        extra: list[GuardVerdict] | None = None,
+        extra: tuple[GuardVerdict, ...] | list[GuardVerdict] = (),
         rollback_of: str | None = None,
     ) -> Outcome:
-        """Preview, ask, guard, execute and verify `plan_`; every step audited.
+        """Preview, ask, guard, execute and verify `plan`; every step audited.
 
         `extra` verdicts come from the caller (the CLI's "is there a terminal to ask on").
         """
         say = progress or (lambda _text: None)
-        outcome = Outcome(new_action_id(), "proposed", "", plan_)
-        preview = await self.preview(plan_)
-        preview.verdicts.extend(extra or [])
-        outcome.preview = preview
+        run = _Run(new_action_id(), plan)
+        preview = await self.preview(plan)
+        preview = run.preview = Preview(plan, preview.dry_run, (*preview.verdicts, *extra))
         await self._record(
-            outcome, plan_, "proposed", request=plan_.request, dry_run=preview.dry_run,
+            run, "proposed", request=plan.request, dry_run=preview.dry_run,
             evidence=self.evidence,
-            detail={"before": plan_.before, "after": plan_.after, "undo": plan_.undo,
+            detail={"before": plan.before, "after": plan.after, "undo": plan.undo,
                     "rollback_of": rollback_of},
         )  # fmt: skip
-        if preview.refused:
-            return await self._refuse(outcome, plan_, preview.refused)
-        if not await confirm(plan_, preview):
-            await self._record(outcome, plan_, "declined")
-            outcome.status, outcome.message = "declined", "declined: nothing was changed"
-            return outcome
-        await self._record(outcome, plan_, "approved", detail={"by": self.holder})
-        if self.two_person.required(plan_.action):
+        if preview.refusal:
+            return await self._refuse(run, preview.refusal)
+        if not await confirm(preview):
+            await self._record(run, "declined")
+            return run.end("declined", "declined: nothing was changed")
+        await self._record(run, "approved", detail={"by": self.holder})
+        if self.two_person.required(plan.action):
             try:
                 await self.two_person.request(
-                    outcome.action_id, plan_.action, plan_.target.label, self.holder
+                    run.action_id, plan.action, plan.target.label, self.holder
                 )
             except BackendError as exc:
                 verdict = GuardVerdict("two-person", False, f"cannot ask for approval: {exc}", {})
-                return await self._refuse(outcome, plan_, verdict)
-            say(f"waiting for a second person: oncall remediate approve {outcome.action_id}")
-            verdict = await self.two_person.wait(outcome.action_id, timeout_s=120.0)
+                return await self._refuse(run, verdict)
+            say(f"waiting for a second person: oncall remediate approve {run.action_id}")
+            verdict = await self.two_person.wait(run.action_id, timeout_s=APPROVAL_TIMEOUT_S)
             if not verdict.ok:
-                return await self._refuse(outcome, plan_, verdict)
-            await self._record(outcome, plan_, "approved", detail=verdict.detail)
-        lease = await self._lease(plan_)
-        if not lease.ok:
-            return await self._refuse(outcome, plan_, lease)
+                return await self._refuse(run, verdict)
+            await self._record(run, "approved", detail=verdict.detail)
+        lease = TargetLease(self.clients, self.holder)
+        taken = await lease.take(plan)
+        if not taken.ok:
+            return await self._refuse(run, taken)
         try:
-            done = await self._execute(outcome, plan_, say)
+            done = await self._execute(run, say)
         finally:
-            await self._release(plan_)
+            await lease.release(plan)
         if rollback_of and done.status == "verified":
-            original = Outcome(rollback_of, "rolled_back", "", plan_)
+            original = _Run(rollback_of, plan)
             await self._record(
-                original, plan_, "rolled_back", outcome=done.message,
+                original, "rolled_back", outcome=done.message,
                 detail={"by_action": done.action_id},
             )  # fmt: skip
-            done.records.extend(original.records)
+            run.records.extend(original.records)
+            return run.end(done.status, done.message)
         return done
 
     async def rollback_plan(self, action_id: str) -> Plan:
@@ -249,118 +281,69 @@ class Remediator:
             raise PlanError(f"{proposed.get('action')} cannot be rolled back (no previous value)")
         return await self.plan(str(proposed["action"]), dict(undo))
 
-    async def _execute(self, outcome: Outcome, plan_: Plan, say: Progress) -> Outcome:
-        recheck = await self._recheck(plan_)
+    async def approve(self, action_id: str) -> GuardVerdict:
+        """Approve another operator's pending two-person action as this operator."""
+        return await self.two_person.approve(action_id, self.holder)
+
+    async def _execute(self, run: _Run, say: Progress) -> Outcome:
+        plan = run.plan
+        action = registry.action_named(plan.action)
+        recheck = await self._recheck(plan)
         if not recheck.ok:
-            return await self._refuse(outcome, plan_, recheck)
-        verdicts = [await self.rate.check(plan_.target.key), await self.breaker.check()]
+            return await self._refuse(run, recheck)
+        verdicts = [
+            await self.guards.rate.check(plan.target.key),
+            await self.guards.breaker.check(),
+        ]
         refused = next((v for v in verdicts if not v.ok), None)
         if refused:
-            return await self._refuse(outcome, plan_, refused)
+            return await self._refuse(run, refused)
         try:
-            await self.rate.record(plan_.target.key)
+            await self.guards.rate.record(plan.target.key)
         except BackendError as exc:  # fail closed: an action we cannot count does not run
             verdict = GuardVerdict("rate limit", False, f"guard state unavailable: {exc}", {})
-            return await self._refuse(outcome, plan_, verdict)
-        await self._record(outcome, plan_, "started", request=plan_.request)
+            return await self._refuse(run, verdict)
+        await self._record(run, "started", request=plan.request)
         started = time.monotonic()
         try:
-            result = await actions.execute(plan_, self.clients)
+            result = await action.execute(plan, self.clients)
         except BackendError as exc:
             with contextlib.suppress(BackendError):  # the failure is audited either way
-                await self.breaker.record_failure(plan_.target.key, str(exc))
+                await self.guards.breaker.record_failure(plan.target.key, str(exc))
             await self._record(
-                outcome, plan_, "failed", outcome=str(exc),
-                duration_s=round(time.monotonic() - started, 3),
-            )  # fmt: skip
-            outcome.status, outcome.message = "failed", f"failed, nothing changed: {exc}"
-            return outcome
-        await self.breaker.record_success()
+                run, "failed", outcome=str(exc), duration_s=round(time.monotonic() - started, 3)
+            )
+            return run.end("failed", f"failed, nothing changed: {exc}")
+        await self.guards.breaker.record_success()
         await self._record(
-            outcome, plan_, "succeeded", outcome=result,
-            duration_s=round(time.monotonic() - started, 3),
-        )  # fmt: skip
+            run, "succeeded", outcome=result, duration_s=round(time.monotonic() - started, 3)
+        )
         say("executed; verifying")
-        verified, detail = await actions.verify(plan_, self.clients, result, say)
+        verified, detail = await action.verify(plan, self.clients, result, say)
         await self._record(
-            outcome, plan_, "verified", outcome={"ok": verified, "detail": detail},
+            run, "verified", outcome={"ok": verified, "detail": detail},
             duration_s=round(time.monotonic() - started, 3),
         )  # fmt: skip
-        outcome.status = "verified" if verified else "unverified"
-        outcome.message = detail
-        return outcome
+        return run.end("verified" if verified else "unverified", detail)
 
-    async def _refuse(self, outcome: Outcome, plan_: Plan, verdict: GuardVerdict) -> Outcome:
+    async def _refuse(self, run: _Run, verdict: GuardVerdict) -> Outcome:
         await self._record(
-            outcome, plan_, "refused", guard=verdict.guard, outcome=verdict.reason,
-            detail=verdict.detail,
-        )  # fmt: skip
-        outcome.status, outcome.message = "refused", f"refused ({verdict.guard}): {verdict.reason}"
-        return outcome
+            run, "refused", guard=verdict.guard, outcome=verdict.reason, detail=verdict.detail
+        )
+        return run.end("refused", f"refused ({verdict.guard}): {verdict.reason}", verdict)
 
-    async def _recheck(self, plan_: Plan) -> GuardVerdict:
+    async def _recheck(self, plan: Plan) -> GuardVerdict:
         """The world as the person saw it: the alert still firing, the target unchanged."""
         if self.alert_still_firing is not None and not await self.alert_still_firing():
             return GuardVerdict("precondition", False, "the alert is no longer firing", {})
+        action = registry.action_named(plan.action)
         try:
-            changed = await actions.changed_since_plan(plan_, self.clients)
+            changed = await action.changed_since_plan(plan, self.clients)
         except BackendError as exc:
             return GuardVerdict("precondition", False, f"cannot re-read the target: {exc}", {})
         if changed:
             return GuardVerdict("precondition", False, changed, {})
         return GuardVerdict("precondition", True, "unchanged", {})
-
-    def _lease_name(self, plan_: Plan) -> str:
-        """A valid object name (RFC 1123 label) per target: oncall-pod-ai-vllm-x."""
-        name = re.sub(r"[^a-z0-9-]+", "-", f"oncall-{plan_.target.key}".lower())
-        return name[:63].rstrip("-")
-
-    async def _lease_holder(self, plan_: Plan) -> GuardVerdict:
-        """For the preview: whether someone else holds the target's Lease now. Taking it waits
-        for the confirmation (`_lease`); a person is not asked to confirm what would be refused."""
-        namespace = plan_.target.namespace or self.settings.kubernetes.namespace
-        try:
-            kube = await self.clients.kube_writer()
-            held = await kube.lease_holder(namespace, self._lease_name(plan_))
-        except BackendError as exc:
-            return GuardVerdict("lease", False, f"cannot read the Lease: {exc}", {})
-        now = datetime.now(UTC)
-        if held is None or not held.holder or held.holder == self.holder:
-            return GuardVerdict("lease", True, "free", {})
-        if held.expires is None or held.expires <= now:
-            return GuardVerdict("lease", True, f"free (expired, last held by {held.holder})", {})
-        return self._held_by(plan_, held.holder, held.since)
-
-    def _held_by(self, plan_: Plan, holder: str | None, since: datetime | None) -> GuardVerdict:
-        when = since.isoformat() if since else "unknown"
-        return GuardVerdict(
-            "lease", False, f"{holder} is acting on {plan_.target.label} (since {when})",
-            {"holder": holder, "since": when},
-        )  # fmt: skip
-
-    async def _lease(self, plan_: Plan) -> GuardVerdict:
-        namespace = plan_.target.namespace or self.settings.kubernetes.namespace
-        try:
-            kube = await self.clients.kube_writer()
-            lease = await kube.acquire_lease(
-                namespace,
-                self._lease_name(plan_),
-                self.holder,
-                int(self.settings.guards.lease_duration),
-            )
-        except BackendError as exc:
-            return GuardVerdict("lease", False, f"cannot take the Lease: {exc}", {})
-        if lease.acquired:
-            return GuardVerdict("lease", True, "held", {})
-        return self._held_by(plan_, lease.holder, lease.since)
-
-    async def _release(self, plan_: Plan) -> None:
-        namespace = plan_.target.namespace or self.settings.kubernetes.namespace
-        try:
-            kube = await self.clients.kube_writer()
-            await kube.release_lease(namespace, self._lease_name(plan_), self.holder)
-        except BackendError:
-            pass  # it expires by itself after guards.lease_duration
 
 
 def _text(value: Any) -> str:

@@ -35,28 +35,18 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from oncall.backends.redis import RedisClient
 from oncall.backends.redis_write import RedisWriter
 from oncall.errors import BackendError
+from oncall.model.write_path import GuardVerdict
 from oncall.settings.durations import format_duration
 from oncall.settings.model import Settings
 
 Clock = Callable[[], float]
 GUARD_PREFIX = "oncall:guard"
 APPROVAL_PREFIX = "oncall:approval"
-
-
-@dataclass(frozen=True)
-class GuardVerdict:
-    """What one guard said about one action: `ok` lets it pass; `reason` is for the operator."""
-
-    guard: str
-    ok: bool
-    reason: str
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def _unavailable(guard: str, exc: BackendError) -> GuardVerdict:

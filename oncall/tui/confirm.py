@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from oncall.service.remediation import PreviewView, RemediationResult, VerdictView
+from oncall.model.write_path import GuardVerdict, Preview, RemediationResult
 from oncall.tui.paint import styled
 
 Phase = Literal["asking", "running", "done"]
@@ -48,7 +48,7 @@ def shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
 
 
-def verdict_lines(verdict: VerdictView) -> list[str]:
+def verdict_lines(verdict: GuardVerdict) -> list[str]:
     """'✓ ok       read-only: not in read-only mode', and who holds a refusing Lease."""
     mark = "✓ ok     " if verdict.ok else "✗ REFUSED"
     lines = [f"{mark} {verdict.guard}: {verdict.reason}"]
@@ -57,7 +57,7 @@ def verdict_lines(verdict: VerdictView) -> list[str]:
     return lines
 
 
-def holder_text(verdict: VerdictView) -> str:
+def holder_text(verdict: GuardVerdict) -> str:
     """'bob@ops-2 since 2026-01-01T00:00:00+00:00'."""
     return f"{verdict.holder} since {verdict.since}" if verdict.since else f"{verdict.holder}"
 
@@ -146,7 +146,7 @@ class ConfirmScreen(ModalScreen[None]):
 
         result: RemediationResult
 
-    def __init__(self, preview: PreviewView, *, alert: str, proposal: str) -> None:
+    def __init__(self, preview: Preview, *, alert: str, proposal: str) -> None:
         super().__init__()
         self.preview = preview
         self.alert = alert
@@ -160,7 +160,7 @@ class ConfirmScreen(ModalScreen[None]):
             self.add_class("-dangerous")
 
     @property
-    def refused(self) -> tuple[VerdictView, ...]:
+    def refused(self) -> tuple[GuardVerdict, ...]:
         return self.preview.refused
 
     @property

@@ -26,12 +26,8 @@ from textual.worker import WorkerState
 
 from oncall.errors import OncallError
 from oncall.model.checklist_events import Proposal
-from oncall.service.remediation import (
-    AlertContext,
-    PreviewView,
-    RemediationResult,
-    RemediationRunner,
-)
+from oncall.model.write_path import Preview, RemediationResult
+from oncall.service.remediation import AlertContext, RemediationRunner
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.board import when
@@ -323,7 +319,7 @@ class IncidentScreen(Screen[None]):
             latest=lambda: self.book.statuses.get(self.alert),
         )
 
-        async def confirm(preview: PreviewView) -> bool:
+        async def confirm(preview: Preview) -> bool:
             nonlocal modal
             modal = ConfirmScreen(preview, alert=self.alert, proposal=proposal.title)
             self.remediation_line = f"asking to confirm {proposal.title}…"

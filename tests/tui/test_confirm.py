@@ -2,8 +2,8 @@
 
 The fake calls the real modal through `confirm`, streams progress lines gated by events the
 test opens (no sleeping), and returns a scripted result. The last tests run `LiveRemediations`
-over a stand-in `Remediator`: the preview, the answer and the progress cross from the
-remediation's own thread to the app's loop.
+over a stand-in `Remediator`: the preview, the answer and the progress reach the app's
+callbacks, on the app's loop.
 """
 
 from __future__ import annotations
@@ -21,20 +21,18 @@ from textual.widgets import Button, Input, Static
 
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import Proposal, StepResult
-from oncall.remediation.executor import Outcome, Preview
-from oncall.remediation.guards import GuardVerdict
-from oncall.remediation.plans import Plan, PlanError, Target
-from oncall.service.remediation import (
-    AlertContext,
+from oncall.model.write_path import (
     Confirm,
-    LiveRemediations,
-    PlanView,
-    PreviewView,
+    GuardVerdict,
+    Outcome,
+    Plan,
+    Preview,
     Progress,
     RemediationResult,
-    TargetView,
-    VerdictView,
+    Target,
 )
+from oncall.remediation.action import PlanError
+from oncall.service.remediation import AlertContext, LiveRemediations
 from oncall.tui.app import OncallApp
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
@@ -57,11 +55,11 @@ SINCE = "2026-01-01T00:00:00+00:00"
 ACTION_ID = "20260101T000000Z-7f3a9c"
 
 OK_GUARDS = (
-    VerdictView("read-only", True, "not in read-only mode"),
-    VerdictView("rate-limit", True, "rate limit: 0 of 3 actions on deployment-ai-vllm in 10m"),
-    VerdictView("circuit-breaker", True, "closed: 0 failures in the last 10m"),
+    GuardVerdict("read-only", True, "not in read-only mode"),
+    GuardVerdict("rate-limit", True, "rate limit: 0 of 3 actions on deployment-ai-vllm in 10m"),
+    GuardVerdict("circuit-breaker", True, "closed: 0 failures in the last 10m"),
 )
-LEASE_HELD = VerdictView(
+LEASE_HELD = GuardVerdict(
     "lease",
     False,
     f"bob@ops-2 is acting on Deployment ai/vllm (since {SINCE})",
@@ -69,12 +67,12 @@ LEASE_HELD = VerdictView(
 )
 
 
-def seqs_preview(*verdicts: VerdictView) -> PreviewView:
+def seqs_preview(*verdicts: GuardVerdict) -> Preview:
     """Lower --max-num-seqs on Deployment ai/vllm: dangerous, the name must be typed."""
-    plan = PlanView(
+    plan = Plan(
         action="set-max-num-seqs",
         params={"deployment": "vllm", "value": 64},
-        target=TargetView("Deployment", "vllm", "ai", UID),
+        target=Target("Deployment", "vllm", "ai", UID),
         before="--max-num-seqs 256 (separate form, container vllm)",
         after="--max-num-seqs 64, rolled out to every pod",
         request={
@@ -90,15 +88,15 @@ def seqs_preview(*verdicts: VerdictView) -> PreviewView:
         confirm_word="vllm",
         undo={"deployment": "vllm", "value": 256},
     )
-    return PreviewView(plan, {"server": "patch accepted (dry run)", "generation": 8}, verdicts)
+    return Preview(plan, {"server": "patch accepted (dry run)", "generation": 8}, verdicts)
 
 
-def level_preview() -> PreviewView:
+def level_preview() -> Preview:
     """Degradation level 1: not dangerous, Yes is enough."""
-    plan = PlanView(
+    plan = Plan(
         action="set-degradation-level",
         params={"level": 1},
-        target=TargetView("RedisKey", "ai:degradation-level"),
+        target=Target("RedisKey", "ai:degradation-level"),
         before="level 0 (normal)",
         after="level 1 (RAG off, base LLM only)",
         request={"command": ["SET", "ai:degradation-level", "1"]},
@@ -106,7 +104,7 @@ def level_preview() -> PreviewView:
         confirm_word="yes",
         undo={"level": 0},
     )
-    return PreviewView(plan, {"current": "0", "note": "Redis has no dry run: value read back"})
+    return Preview(plan, {"current": "0", "note": "Redis has no dry run: value read back"})
 
 
 DEGRADE = Proposal(
@@ -130,7 +128,7 @@ class FakeRemediations:
     """Asks the real modal through `confirm`, then plays `script`: a `str` is a progress line,
     an `asyncio.Event` a gate to wait on. A refused preview is shown and then refused."""
 
-    preview: PreviewView
+    preview: Preview
     script: list[str | asyncio.Event] = field(default_factory=list)
     result: RemediationResult = VERIFIED
     calls: list[tuple[Proposal, AlertContext, StepResult | None]] = field(default_factory=list)
@@ -432,7 +430,7 @@ def test_snapshot_no_color(snap_compare: Compare, monkeypatch: pytest.MonkeyPatc
     assert snap_compare(app, terminal_size=(80, 24), run_before=up())
 
 
-# -- LiveRemediations over a stand-in Remediator: the bridge between the two loops ----------
+# -- LiveRemediations over a stand-in Remediator, on the app's loop ----------------------------
 
 
 def real_plan() -> Plan:
@@ -456,11 +454,15 @@ class StandInRemediator:
     verdicts: ClassVar[list[GuardVerdict]] = []
     plan_error: ClassVar[str | None] = None
 
-    def __init__(self, settings: Any, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
         self.thread = threading.get_ident()
         self.still_firing: bool | None = None
         StandInRemediator.made.append(self)
+
+    @classmethod
+    def from_settings(cls, settings: Any, **kwargs: Any) -> StandInRemediator:
+        return cls(**kwargs)
 
     async def __aenter__(self) -> StandInRemediator:
         return self
@@ -474,24 +476,17 @@ class StandInRemediator:
         return real_plan()
 
     async def run(self, plan: Plan, confirm: Any, *, progress: Any = None) -> Outcome:
-        preview = Preview(plan, {"server": "ok"}, list(self.verdicts))
-        outcome = Outcome(ACTION_ID, "proposed", "", plan, preview=preview)
-        if preview.refused:
-            refused = preview.refused
-            outcome.records.append(
-                {"transition": "refused", "guard": refused.guard, "outcome": refused.reason,
-                 "detail": refused.detail}
-            )  # fmt: skip
-            outcome.status, outcome.message = "refused", f"refused ({refused.guard})"
-            return outcome
-        if not await confirm(plan, preview):
-            outcome.status, outcome.message = "declined", "declined: nothing was changed"
-            return outcome
+        preview = Preview(plan, {"server": "ok"}, tuple(self.verdicts))
+        refused = preview.refusal
+        if refused:
+            message = f"refused ({refused.guard})"
+            return Outcome(ACTION_ID, "refused", message, plan, preview, refusal=refused)
+        if not await confirm(preview):
+            return Outcome(ACTION_ID, "declined", "declined: nothing was changed", plan, preview)
         check = self.kwargs["alert_still_firing"]
         self.still_firing = await check() if check else None
         progress("rollout: complete")
-        outcome.status, outcome.message = "verified", "2/2 pods run --max-num-seqs 64"
-        return outcome
+        return Outcome(ACTION_ID, "verified", "2/2 pods run --max-num-seqs 64", plan, preview)
 
 
 @pytest.fixture
@@ -505,7 +500,7 @@ def stand_in(monkeypatch: pytest.MonkeyPatch) -> type[StandInRemediator]:
     return StandInRemediator
 
 
-async def test_live_remediations_carry_the_preview_answer_and_progress_across_loops(
+async def test_live_remediations_carry_the_preview_answer_and_progress_to_the_app(
     stand_in: type[StandInRemediator],
 ) -> None:
     app_thread = threading.get_ident()
@@ -513,7 +508,7 @@ async def test_live_remediations_carry_the_preview_answer_and_progress_across_lo
     firing = status(P99, "firing", value=1.84, firing_for=182)
     latest: list[RuleStatus | None] = [firing]
 
-    async def confirm(preview: PreviewView) -> bool:
+    async def confirm(preview: Preview) -> bool:
         seen.append((f"confirm {preview.plan.target.label} {preview.plan.target.uid}", 0))
         assert threading.get_ident() == app_thread
         return True
@@ -536,7 +531,7 @@ async def test_live_remediations_carry_the_preview_answer_and_progress_across_lo
     )
     assert [s for s, _ in seen] == [f"confirm Deployment ai/vllm {UID}", "rollout: complete"]
     (made,) = stand_in.made
-    assert made.thread != app_thread  # the remediation ran on a loop of its own
+    assert made.thread == app_thread  # the remediation ran on the app's own loop
     assert made.kwargs["read_only_flag"] is True
     assert made.kwargs["alert"]["name"] == P99 and made.kwargs["alert"]["state"] == "firing"
     evidence = made.kwargs["evidence"]
@@ -559,9 +554,9 @@ async def test_live_remediations_show_a_refused_preview_and_report_the_holder(
     stand_in.verdicts = [
         GuardVerdict("lease", False, "bob@ops-2 is acting", {"holder": "bob@ops-2", "since": SINCE})
     ]
-    shown: list[PreviewView] = []
+    shown: list[Preview] = []
 
-    async def confirm(preview: PreviewView) -> bool:
+    async def confirm(preview: Preview) -> bool:
         shown.append(preview)
         return True  # ignored: a refused action is never run
 
@@ -586,7 +581,7 @@ async def test_live_remediations_say_when_an_action_cannot_be_planned(
 ) -> None:
     stand_in.plan_error = "no deployment ai/vllm"
 
-    async def confirm(_preview: PreviewView) -> bool:
+    async def confirm(_preview: Preview) -> bool:
         raise AssertionError("nothing to confirm")
 
     runner = LiveRemediations(settings())

@@ -137,7 +137,10 @@ async def test_two_operators_at_once_exactly_one_acts(drill: Drill, tmp_path: Pa
         update={"audit": settings.audit.model_copy(update={"path": tmp_path / "audit.jsonl"}),
                 "guards": settings.guards.model_copy(update={"rate_limit_actions": 100})}
     )  # fmt: skip
-    async with Remediator(settings) as alice, Remediator(settings) as bob:
+    async with (
+        Remediator.from_settings(settings) as alice,
+        Remediator.from_settings(settings) as bob,
+    ):
         alice.holder, bob.holder = "alice@bastion-1", "bob@bastion-2"
 
         async def yes(*_args: Any) -> bool:

@@ -1,8 +1,13 @@
 """The remediation actions a runbook may propose, and the parameters each one takes.
 
-Runbooks (checklist/) propose actions; remediation/ carries them out. Both read the names and
-parameter shapes from here, so a runbook that proposes an unknown action, or a parameter the
-action does not take, is a lint error rather than a surprise at 3 a.m.
+Runbooks (checklist/) propose actions; remediation/ carries them out; the audit log checks the
+names it records. Each reads the names and parameter shapes from here, the one layer below all
+of them, so a runbook that proposes an unknown action, or a parameter the action does not take,
+is a lint error rather than a surprise at 3 a.m. What each action does lives in its module under
+oncall/remediation/actions/, named in oncall/remediation/registry.py with these models.
+
+`ACTION_PARAMS` is the one list of names: `ActionName`, the runbook schema's action list, the
+CLI's `remediate` subcommands and the audit's action names all derive from it.
 
 Parameter values in a runbook may be `{{ CEL }}` templates; their types are checked when the
 proposal is made (after the template is evaluated), the key names when the runbook loads.
@@ -10,14 +15,14 @@ proposal is made (after the template is evaluated), the key names when the runbo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ActionName = Literal["rebuild-pod", "set-degradation-level", "set-max-num-seqs"]
-
 
 class ActionParams(BaseModel):
+    """The parameters of one action; required fields are the CLI's positional arguments."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -49,3 +54,9 @@ ACTION_PARAMS: dict[str, type[ActionParams]] = {
     "set-degradation-level": SetDegradationLevelParams,
     "set-max-num-seqs": SetMaxNumSeqsParams,
 }
+
+if TYPE_CHECKING:
+    ActionName = str
+else:
+    # A Literal of the names above, for pydantic (validation messages, the schema's enum).
+    ActionName = Literal[tuple(ACTION_PARAMS)]

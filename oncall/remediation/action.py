@@ -1,0 +1,62 @@
+"""What one remediation is, as the executor sees it: an `Action` with a parameters model and
+five steps (plan, dry run, changed-since-plan, execute, verify).
+
+Each remediation is one module under oncall/remediation/actions/ exporting `ACTION`, an
+instance of an `Action` subclass; oncall/remediation/registry.py lists them. The executor runs
+every action through the same audited lifecycle and never asks which action it runs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypeVar
+
+from oncall.errors import OncallError
+from oncall.model.action_params import ActionParams
+from oncall.model.write_path import Plan
+from oncall.remediation.clients import Clients
+
+P = TypeVar("P", bound=ActionParams)
+#: Shows one line of what verification is waiting for.
+Say = Callable[[str], None]
+
+
+class PlanError(OncallError):
+    """The action cannot be planned as asked (no such pod, a value only in a config file, …)."""
+
+    exit_code = 1
+
+
+class Action(ABC, Generic[P]):
+    """One remediation. Subclasses set `name` and `params` and write the five steps.
+
+    Steps raise `BackendError` when a backend fails (the executor audits it); `plan` raises
+    `PlanError` when the action cannot be planned as asked.
+    """
+
+    name: ClassVar[str]
+    #: The parameters model; its required fields are the CLI's positional arguments.
+    params: type[P]
+
+    @abstractmethod
+    async def plan(self, params: P, clients: Clients) -> Plan:
+        """Read the current state and say exactly what will change; change nothing."""
+
+    @abstractmethod
+    async def dry_run(self, plan: Plan, clients: Clients) -> Any:
+        """What the server says it would do, changing nothing."""
+
+    @abstractmethod
+    async def changed_since_plan(self, plan: Plan, clients: Clients) -> str | None:
+        """Why the target is no longer what the person confirmed, or None."""
+
+    @abstractmethod
+    async def execute(self, plan: Plan, clients: Clients) -> dict[str, Any]:
+        """Make the change; what was done, for the audit and for `verify`."""
+
+    @abstractmethod
+    async def verify(
+        self, plan: Plan, clients: Clients, result: dict[str, Any], say: Say
+    ) -> tuple[bool, str]:
+        """Did it take effect? (ok, what was seen)."""

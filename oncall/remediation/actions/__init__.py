@@ -1,0 +1,1 @@
+"""One module per remediation, each exporting `ACTION` (see oncall/remediation/action.py)."""

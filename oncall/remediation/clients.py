@@ -1,0 +1,56 @@
+"""The backend clients a remediation talks through, built from the settings in one place.
+
+`Clients.from_settings` is the only place the write path turns settings into clients; the
+actions and the executor ask `Clients` for them (made on first use, closed by `aclose`), so a
+unit test hands the executor a `Clients` holding fakes instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oncall.backends.kube_write import KubeWriter
+from oncall.backends.prometheus import PrometheusClient
+from oncall.backends.redis import RedisClient
+from oncall.backends.redis_write import RedisWriter
+from oncall.settings import Settings
+
+
+@dataclass
+class Clients:
+    """The clients a remediation uses; made on first use, closed by the executor."""
+
+    settings: Settings
+    kube: KubeWriter | None = None
+    redis: RedisClient | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Clients:
+        return cls(settings)
+
+    async def kube_writer(self) -> KubeWriter:
+        if self.kube is None:
+            self.kube = await KubeWriter.open(self.settings.kubernetes)
+        return self.kube
+
+    def redis_client(self) -> RedisClient:
+        if self.redis is None:
+            settings = self.settings.redis
+            password = settings.password.get_secret_value() if settings.password else None
+            self.redis = RedisClient(settings.url, timeout=settings.timeout, password=password)
+        return self.redis
+
+    def redis_writer(self) -> RedisWriter:
+        return RedisWriter(self.redis_client())
+
+    def prometheus(self) -> PrometheusClient:
+        """A new client, for `async with`: verification reads the service's own gauges."""
+        settings = self.settings.prometheus
+        token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
+        return PrometheusClient(settings.url, timeout=settings.timeout, bearer_token=token)
+
+    async def aclose(self) -> None:
+        if self.kube is not None:
+            self.kube.close()
+        if self.redis is not None:
+            await self.redis.aclose()
