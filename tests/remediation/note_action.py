@@ -1,0 +1,102 @@
+"""A test-only remediation, `set-note`: it sets a note in a store the test holds.
+
+It is what adding a remediation takes: one module like this (a parameters model and an
+`Action` with its five steps) and its line in the registry; the tests register it with
+`register_note_action` and drive it through the real executor, CLI parser and derived lists.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from oncall.errors import BackendError
+from oncall.model.action_params import ActionParams
+from oncall.model.write_path import Plan, Precondition, Target
+from oncall.remediation.action import Action, PlanError, Say
+from oncall.remediation.clients import Clients
+
+#: The precondition: the note still reads what it read when planning.
+NOTE = "note"
+
+
+class NoteParams(ActionParams):
+    """Set a board's note (a test-only action)."""
+
+    text: str = Field(min_length=1, description="The new note.")
+    board: str | None = Field(None, description="Which board; default: main.")
+
+
+@dataclass
+class NoteStore:
+    """The backend of the test action: notes by board, and what the action did to them."""
+
+    notes: dict[str, str] = field(default_factory=dict)
+    #: Raised by the next write, once.
+    fail_next: BackendError | None = None
+    writes: list[tuple[str, str]] = field(default_factory=list)
+    #: The threads the action's steps ran on.
+    threads: set[int] = field(default_factory=set)
+
+
+class SetNote(Action[NoteParams]):
+    name = "set-note"
+    params = NoteParams
+
+    def __init__(self, store: NoteStore) -> None:
+        self.store = store
+
+    def _seen(self) -> None:
+        self.store.threads.add(threading.get_ident())
+
+    async def plan(self, params: NoteParams, clients: Clients) -> Plan:
+        self._seen()
+        board = params.board or "main"
+        before = self.store.notes.get(board)
+        if before == params.text:
+            raise PlanError(f"the note of {board} is already {params.text!r}")
+        return Plan(
+            action=self.name,
+            params=params.model_dump(exclude_none=True),
+            target=Target("Note", board),
+            before=before,
+            after=params.text,
+            request={"set": board, "text": params.text},
+            dangerous=False,
+            confirm_word="yes",
+            undo=None if before is None else {"text": before, "board": board},
+            preconditions=(Precondition(NOTE, before),),
+        )
+
+    async def dry_run(self, plan: Plan, clients: Clients) -> Any:
+        self._seen()
+        return {"current": self.store.notes.get(plan.target.name)}
+
+    async def changed_since_plan(self, plan: Plan, clients: Clients) -> str | None:
+        self._seen()
+        expected = plan.expected(NOTE)
+        now = self.store.notes.get(plan.target.name)
+        if expected is not None and now == expected.expected:
+            return None
+        return f"the note changed to {now!r} meanwhile"
+
+    async def execute(self, plan: Plan, clients: Clients) -> dict[str, Any]:
+        self._seen()
+        if self.store.fail_next is not None:
+            error, self.store.fail_next = self.store.fail_next, None
+            raise error
+        text = str(plan.params["text"])
+        self.store.notes[plan.target.name] = text
+        self.store.writes.append((plan.target.name, text))
+        return {"set": plan.target.name}
+
+    async def verify(
+        self, plan: Plan, clients: Clients, result: dict[str, Any], say: Say
+    ) -> tuple[bool, str]:
+        self._seen()
+        say(f"reading back the note of {plan.target.name}")
+        now = self.store.notes.get(plan.target.name)
+        return now == plan.params["text"], f"the note reads {now!r}"

@@ -1,0 +1,352 @@
+"""The executor's lifecycle, driven with fakes: a test-only action (`set-note`, registered in
+the test like a shipped one), an in-memory audit log, fake guards and a fake Lease API.
+
+Each test follows one path through the lifecycle and checks what was audited, what the action
+did, and what the outcome carries; the real actions run against the drill in tests/drill/stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import pytest
+
+from oncall.backends.kube_write import KubeWriter, LeaseResult
+from oncall.cli.main import build_parser
+from oncall.cli.remediate_cmd import _params
+from oncall.errors import BackendError
+from oncall.model.action_params import ACTION_PARAMS
+from oncall.model.write_path import GuardVerdict, Preview, RemediationResult
+from oncall.remediation import registry
+from oncall.remediation.action import PlanError
+from oncall.remediation.clients import Clients
+from oncall.remediation.executor import Remediator
+from oncall.remediation.policy import Guards
+from oncall.settings import Settings
+from tests.remediation.note_action import NoteParams, NoteStore, SetNote
+
+ACTOR = {"user": "alice", "host": "bastion-1"}
+
+
+@pytest.fixture
+def note(monkeypatch: pytest.MonkeyPatch) -> SetNote:
+    """The test action, registered as a shipped one is: its module's action in the registry,
+    its parameters model among the names every layer reads."""
+    action = SetNote(NoteStore({"main": "all quiet"}))
+    monkeypatch.setitem(registry.ACTIONS, action.name, action)
+    monkeypatch.setitem(ACTION_PARAMS, action.name, NoteParams)
+    return action
+
+
+@dataclass
+class FakeLog:
+    """The audit log in memory; notes the thread each append ran on."""
+
+    path: str = "memory"
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    threads: set[int] = field(default_factory=set)
+
+    def append(self, **fields: Any) -> dict[str, Any]:
+        self.threads.add(threading.get_ident())
+        record = {"seq": len(self.lines) + 1, **fields}
+        self.lines.append(record)
+        return record
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        return iter(list(self.lines))
+
+    def transitions(self) -> list[str]:
+        return [r["transition"] for r in self.lines]
+
+
+@dataclass
+class FakeRate:
+    refuse: bool = False
+    recorded: list[str] = field(default_factory=list)
+
+    async def check(self, target: str) -> GuardVerdict:
+        reason = "rate limit: too many" if self.refuse else "rate limit: 0 of 3"
+        return GuardVerdict("rate-limit", not self.refuse, reason, {"target": target})
+
+    async def record(self, target: str) -> int:
+        self.recorded.append(target)
+        return len(self.recorded)
+
+
+@dataclass
+class FakeBreaker:
+    open: bool = False
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+    async def check(self) -> GuardVerdict:
+        if self.open:
+            return GuardVerdict("circuit-breaker", False, "circuit breaker open", {"failures": 3})
+        return GuardVerdict("circuit-breaker", True, "circuit breaker closed", {})
+
+    async def record_failure(self, target: str, reason: str) -> bool:
+        self.failures.append((target, reason))
+        return False
+
+    async def record_success(self) -> None:
+        return None
+
+
+@dataclass
+class FakeTwoPerson:
+    actions: frozenset[str] = frozenset()
+    approver: str | None = None
+    requests: list[str] = field(default_factory=list)
+
+    def required(self, action: str) -> bool:
+        return action in self.actions
+
+    async def request(self, action_id: str, action: str, target: str, requester: str) -> None:
+        self.requests.append(action_id)
+
+    async def wait(self, action_id: str, *, timeout_s: float | None = None) -> GuardVerdict:
+        if self.approver is None:
+            return GuardVerdict("two-person", False, "no second person approved", {})
+        detail = {"action_id": action_id, "approver": self.approver}
+        return GuardVerdict("two-person", True, f"approved by {self.approver}", detail)
+
+    async def approve(self, action_id: str, approver: str) -> GuardVerdict:
+        return GuardVerdict("two-person", True, f"approved by {approver}", {})
+
+
+@dataclass
+class FakeLeases:
+    """The Lease calls of KubeWriter; `held_by` is someone else's live Lease."""
+
+    held_by: str | None = None
+    taken: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+
+    def _theirs(self) -> LeaseResult:
+        now = datetime.now(UTC)
+        return LeaseResult(False, self.held_by, now, now + timedelta(seconds=60))
+
+    async def lease_holder(self, namespace: str, name: str) -> LeaseResult | None:
+        return self._theirs() if self.held_by else None
+
+    async def acquire_lease(
+        self, namespace: str, name: str, holder: str, duration_s: int
+    ) -> LeaseResult:
+        if self.held_by:
+            return self._theirs()
+        self.taken.append(f"{namespace}/{name}")
+        return LeaseResult(True, holder, datetime.now(UTC), None)
+
+    async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
+        self.released.append(f"{namespace}/{name}")
+        return True
+
+
+@dataclass
+class World:
+    remediator: Remediator
+    log: FakeLog
+    rate: FakeRate
+    breaker: FakeBreaker
+    two_person: FakeTwoPerson
+    leases: FakeLeases
+
+
+@pytest.fixture
+def world() -> World:
+    settings = Settings.model_validate({"audit": {"redis_stream": None, "kube_events": False}})
+    log, rate, breaker, two = FakeLog(), FakeRate(), FakeBreaker(), FakeTwoPerson()
+    leases = FakeLeases()
+    clients = Clients(settings, kube=cast(KubeWriter, leases))
+    remediator = Remediator(clients, log, Guards(rate, breaker, two), actor=ACTOR)
+    return World(remediator, log, rate, breaker, two, leases)
+
+
+def answer(value: bool, asked: list[Preview] | None = None) -> Any:
+    async def confirm(preview: Preview) -> bool:
+        if asked is not None:
+            asked.append(preview)
+        return value
+
+    return confirm
+
+
+async def test_a_confirmed_action_runs_every_step_on_the_loop_and_only_the_audit_leaves_it(
+    note: SetNote, world: World
+) -> None:
+    r = world.remediator
+    plan = await r.plan("set-note", {"text": "rollout paused"})
+    asked: list[Preview] = []
+    lines: list[str] = []
+    outcome = await r.run(plan, answer(True, asked), progress=lines.append)
+
+    assert outcome.status == "verified", outcome.message
+    assert outcome.message == "the note reads 'rollout paused'"
+    assert note.store.writes == [("main", "rollout paused")]
+    assert world.log.transitions() == ["proposed", "approved", "started", "succeeded", "verified"]
+    assert [r["transition"] for r in outcome.records] == world.log.transitions()
+    assert {r["action"] for r in world.log.lines} == {"set-note"}
+    assert world.log.lines[0]["dry_run"] == {"current": "all quiet"}
+    assert asked[0].plan == plan and not asked[0].refused
+    assert lines == ["executed; verifying", "reading back the note of main"]
+    assert world.rate.recorded == ["note-main"]
+    assert world.leases.taken == world.leases.released == ["default/oncall-note-main"]
+    loop_thread = threading.get_ident()
+    assert note.store.threads == {loop_thread}  # every step on the caller's loop
+    assert loop_thread not in world.log.threads  # the fsynced append in a thread
+    result = RemediationResult.of(outcome)
+    assert result.undo_command == f"oncall remediate rollback {outcome.action_id}"
+    assert result.refusal is None
+
+
+async def test_a_declined_action_changes_nothing(note: SetNote, world: World) -> None:
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    outcome = await world.remediator.run(plan, answer(False))
+    assert (outcome.status, outcome.message) == ("declined", "declined: nothing was changed")
+    assert world.log.transitions() == ["proposed", "declined"]
+    assert note.store.writes == [] and world.leases.taken == []
+
+
+async def test_a_refusal_up_front_is_shown_not_asked_and_carries_its_verdict(
+    note: SetNote, world: World
+) -> None:
+    world.breaker.open = True
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    asked: list[Preview] = []
+    outcome = await world.remediator.run(plan, answer(True, asked))
+    assert asked == []
+    assert outcome.status == "refused"
+    assert outcome.message == "refused (circuit-breaker): circuit breaker open"
+    assert outcome.refusal == GuardVerdict(
+        "circuit-breaker", False, "circuit breaker open", {"failures": 3}
+    )
+    assert outcome.preview is not None and outcome.preview.refusal == outcome.refusal
+    assert RemediationResult.of(outcome).refusal is outcome.refusal
+    refused = world.log.lines[-1]
+    assert world.log.transitions() == ["proposed", "refused"]
+    assert (refused["guard"], refused["outcome"]) == ("circuit-breaker", "circuit breaker open")
+    assert note.store.writes == []
+
+
+async def test_the_plans_precondition_is_compared_before_the_write(
+    note: SetNote, world: World
+) -> None:
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+
+    async def confirm_while_someone_edits(_preview: Preview) -> bool:
+        note.store.notes["main"] = "edited meanwhile"
+        return True
+
+    outcome = await world.remediator.run(plan, confirm_while_someone_edits)
+    assert outcome.status == "refused"
+    assert outcome.refusal is not None and outcome.refusal.guard == "precondition"
+    assert (
+        outcome.message
+        == "refused (precondition): the note changed to 'edited meanwhile' meanwhile"
+    )
+    assert note.store.writes == []
+    assert world.leases.released == world.leases.taken  # the Lease goes back either way
+
+
+async def test_a_failed_write_is_audited_and_counted_by_the_breaker(
+    note: SetNote, world: World
+) -> None:
+    note.store.fail_next = BackendError("notes", "memory", "http 503")
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    outcome = await world.remediator.run(plan, answer(True))
+    assert outcome.status == "failed"
+    assert outcome.message == "failed, nothing changed: notes at memory: http 503"
+    assert world.log.transitions() == ["proposed", "approved", "started", "failed"]
+    assert world.breaker.failures == [("note-main", "notes at memory: http 503")]
+
+
+async def test_someone_elses_lease_refuses_the_preview_with_the_holder(
+    note: SetNote, world: World
+) -> None:
+    world.leases.held_by = "bob@ops-2"
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    outcome = await world.remediator.run(plan, answer(True))
+    assert outcome.status == "refused"
+    assert outcome.refusal is not None and outcome.refusal.holder == "bob@ops-2"
+    assert outcome.refusal.since is not None
+    assert world.leases.taken == []
+
+
+async def test_a_two_person_action_waits_for_the_second_person(note: SetNote, world: World) -> None:
+    world.two_person.actions = frozenset({"set-note"})
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    lines: list[str] = []
+    refused = await world.remediator.run(plan, answer(True), progress=lines.append)
+    assert refused.status == "refused"
+    assert refused.refusal is not None and refused.refusal.guard == "two-person"
+    assert lines == [f"waiting for a second person: oncall remediate approve {refused.action_id}"]
+    assert note.store.writes == []
+
+    world.two_person.approver = "bob@ops-2"
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    outcome = await world.remediator.run(plan, answer(True))
+    assert outcome.status == "verified"
+    approved = [r for r in outcome.records if r["transition"] == "approved"]
+    assert [a["detail"].get("approver") for a in approved] == [None, "bob@ops-2"]
+
+
+async def test_a_rollback_plans_the_old_value_and_marks_the_original(
+    note: SetNote, world: World
+) -> None:
+    r = world.remediator
+    first = await r.run(await r.plan("set-note", {"text": "paused"}), answer(True))
+    assert first.status == "verified"
+    undo = await r.rollback_plan(first.action_id)
+    assert undo.params == {"text": "all quiet", "board": "main"}
+    back = await r.run(undo, answer(True), rollback_of=first.action_id)
+    assert back.status == "verified" and note.store.notes["main"] == "all quiet"
+    marked = [x for x in world.log.lines if x["transition"] == "rolled_back"]
+    assert [(m["action_id"], m["detail"]["by_action"]) for m in marked] == [
+        (first.action_id, back.action_id)
+    ]
+    with pytest.raises(PlanError, match="was rolled back already"):
+        await r.rollback_plan(first.action_id)
+
+
+async def test_planning_validates_the_parameters_with_the_actions_model(
+    note: SetNote, world: World
+) -> None:
+    with pytest.raises(PlanError, match="set-note: 1 validation error"):
+        await world.remediator.plan("set-note", {"text": ""})
+    with pytest.raises(PlanError, match=r"unknown action 'nope'; known: rebuild-pod, .*set-note"):
+        await world.remediator.plan("nope", {})
+    with pytest.raises(PlanError, match="already 'all quiet'"):
+        await world.remediator.plan("set-note", {"text": "all quiet"})
+
+
+def test_the_cli_has_a_subcommand_for_the_registered_action(note: SetNote) -> None:
+    args = build_parser().parse_args(["remediate", "set-note", "hello", "--board", "ops"])
+    assert args.action == "set-note" and args.dry_run is False
+    assert _params(args) == {"text": "hello", "board": "ops"}
+    args = build_parser().parse_args(["remediate", "set-note", "hello"])
+    assert _params(args) == {"text": "hello"}
+
+
+def test_cancelling_the_caller_before_the_answer_runs_nothing(note: SetNote, world: World) -> None:
+    async def go() -> None:
+        plan = await world.remediator.plan("set-note", {"text": "x"})
+        question = asyncio.Event()
+
+        async def never(_preview: Preview) -> bool:
+            question.set()
+            await asyncio.Event().wait()
+            return True
+
+        task = asyncio.ensure_future(world.remediator.run(plan, never))
+        await question.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert world.log.transitions() == ["proposed"]
+    assert note.store.writes == []

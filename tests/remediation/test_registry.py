@@ -1,0 +1,75 @@
+"""The registry is the one list of actions: everything that names actions derives from it.
+And the shipped actions' preconditions are data on the plan, compared before the write."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator
+from typing import get_args
+
+import pytest
+
+from oncall.audit.records import ACTIONS as AUDIT_ACTIONS
+from oncall.checklist.schema import runbook_schema
+from oncall.cli.main import build_parser
+from oncall.model.action_params import ACTION_PARAMS, ActionName
+from oncall.model.write_path import Precondition
+from oncall.remediation import registry
+from oncall.remediation.actions.set_degradation_level import STORED
+from oncall.remediation.clients import Clients
+from oncall.settings import Settings
+from tests.harness.servers import RunningServer
+
+
+def test_every_list_of_action_names_is_the_registrys() -> None:
+    names = tuple(registry.ACTIONS)
+    assert names == tuple(ACTION_PARAMS) == get_args(ActionName) == AUDIT_ACTIONS
+    assert all(registry.ACTIONS[n].params is ACTION_PARAMS[n] for n in names)
+    remediation = runbook_schema()["$defs"]["Remediation"]
+    assert remediation["properties"]["action"]["enum"] == list(names)
+    assert [r["if"]["properties"]["action"]["const"] for r in remediation["allOf"]] == sorted(names)
+    for name in names:  # a subcommand each, its positionals the model's required fields
+        required = [f for f, info in ACTION_PARAMS[name].model_fields.items() if info.is_required()]
+        args = build_parser().parse_args(["remediate", name, *["1"] * len(required)])
+        assert args.action == name
+        assert {f: str(getattr(args, f)) for f in required} == dict.fromkeys(required, "1")
+
+
+@pytest.fixture
+async def clients(redis_srv: RunningServer) -> AsyncIterator[Clients]:
+    key = f"oncall:test:{uuid.uuid4().hex}:level"
+    settings = Settings.model_validate(
+        {"redis": {"url": redis_srv.url}, "degradation": {"store": "redis", "redis_key": key}}
+    )
+    opened = Clients.from_settings(settings)
+    yield opened
+    await opened.aclose()
+
+
+async def test_the_degradation_recheck_compares_the_plans_stored_level(clients: Clients) -> None:
+    key = clients.settings.degradation.redis_key
+    action = registry.action_named("set-degradation-level")
+    await clients.redis_writer().set(key, "0")
+    plan = await registry.plan("set-degradation-level", {"level": 1}, clients)
+    assert plan.expected(STORED) == Precondition(STORED, "0")
+    assert await action.changed_since_plan(plan, clients) is None
+
+    await clients.redis_writer().set(key, "2")
+    assert await action.changed_since_plan(plan, clients) == "the level changed to '2' meanwhile"
+    # The note is for people: a plan whose note names the new value is still refused.
+    noted = dataclasses.replace(plan, notes=("raw value before: '2'",))
+    assert await action.changed_since_plan(noted, clients) == "the level changed to '2' meanwhile"
+    # And without the precondition the re-check fails closed.
+    bare = dataclasses.replace(plan, preconditions=())
+    assert await action.changed_since_plan(bare, clients) is not None
+
+
+async def test_an_unset_level_is_a_precondition_too(clients: Clients) -> None:
+    action = registry.action_named("set-degradation-level")
+    plan = await registry.plan("set-degradation-level", {"level": 2}, clients)
+    assert plan.expected(STORED) == Precondition(STORED, None)
+    assert plan.before == "level 0 (normal), not set"
+    assert await action.changed_since_plan(plan, clients) is None
+    await clients.redis_writer().set(clients.settings.degradation.redis_key, "0")
+    assert await action.changed_since_plan(plan, clients) == "the level changed to '0' meanwhile"
