@@ -85,7 +85,7 @@ def _bounds(metadata: list[Any]) -> tuple[int | None, int | None]:
     return low, high
 
 
-def _params(args: argparse.Namespace) -> dict[str, Any]:
+def params_of(args: argparse.Namespace) -> dict[str, Any]:
     fields = ACTION_PARAMS[args.action].model_fields
     return {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
 
@@ -136,7 +136,7 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
         if rollback_of:
             plan = await r.rollback_plan(rollback_of)
         else:
-            plan = await r.plan(args.action, _params(args))
+            plan = await r.plan(args.action, params_of(args))
 
         shown = False
 

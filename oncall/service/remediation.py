@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,14 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from oncall.errors import OncallError
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import Proposal, StepResult
-from oncall.model.write_path import (
-    Confirm,
-    GuardVerdict,
-    Outcome,
-    Preview,
-    Progress,
-    RemediationResult,
-)
+from oncall.model.write_path import Confirm, GuardVerdict, Preview, Progress, RemediationResult
 from oncall.settings import Settings
 
 if TYPE_CHECKING:
@@ -132,14 +125,32 @@ class LiveRemediations:
             answers.append(answer)
             return answer
 
-        task = asyncio.ensure_future(
-            self._run(proposal, alert, evidence, ask, progress, answers=answers)
-        )
+        async def lifecycle() -> RemediationResult:
+            from oncall.service.checklists import alert_facts
+
+            firing = alert.status is not None and alert.status.state == "firing"
+            async with _remediator_class().from_settings(
+                self.settings,
+                read_only_flag=self.read_only_flag,
+                alert=alert_facts(alert.name, alert.status),
+                evidence=evidence_record(proposal, evidence),
+                alert_still_firing=_still_firing(alert) if firing and alert.latest else None,
+            ) as remediator:
+                try:
+                    plan = await remediator.plan(proposal.action, dict(proposal.params))
+                except OncallError as exc:
+                    return RemediationResult("not planned", f"could not plan: {exc}")
+                outcome = await remediator.run(plan, ask, progress=progress)
+                if not answers and outcome.preview is not None:
+                    await ask(outcome.preview)  # refused before asking: show why
+                return RemediationResult.of(outcome)
+
+        task = asyncio.ensure_future(lifecycle())
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            # The app is going away. A question still open is withdrawn (nothing runs); an
-            # action already confirmed runs on to its verdict so its audit is complete.
+            # The screen or the app is going away. A question still open is withdrawn (nothing
+            # runs); an action already confirmed runs on to its verdict while the loop lives.
             if not any(answers):
                 task.cancel()
                 raise
@@ -148,41 +159,16 @@ class LiveRemediations:
                     await asyncio.shield(task)
             raise
 
-    async def _run(
-        self,
-        proposal: Proposal,
-        alert: AlertContext,
-        evidence: StepResult | None,
-        confirm: Confirm,
-        progress: Progress,
-        *,
-        answers: list[bool],
-    ) -> RemediationResult:
-        from oncall.service.checklists import alert_facts
 
-        firing = alert.status is not None and alert.status.state == "firing"
+def _still_firing(alert: AlertContext) -> Callable[[], Awaitable[bool]]:
+    """The re-check before acting: the app's newest state of the alert says firing."""
 
-        async def still_firing() -> bool:
-            latest = alert.latest
-            status = latest() if latest is not None else None
-            # Fails closed: "unknown" (Prometheus not answering) is not "still firing".
-            return status is not None and status.state == "firing"
+    async def still_firing() -> bool:
+        status = alert.latest() if alert.latest is not None else None
+        # Fails closed: "unknown" (Prometheus not answering) is not "still firing".
+        return status is not None and status.state == "firing"
 
-        async with _remediator_class().from_settings(
-            self.settings,
-            read_only_flag=self.read_only_flag,
-            alert=alert_facts(alert.name, alert.status),
-            evidence=evidence_record(proposal, evidence),
-            alert_still_firing=still_firing if firing and alert.latest else None,
-        ) as remediator:
-            try:
-                plan = await remediator.plan(proposal.action, dict(proposal.params))
-            except OncallError as exc:
-                return RemediationResult("not planned", f"could not plan: {exc}")
-            outcome: Outcome = await remediator.run(plan, confirm, progress=progress)
-            if not answers and outcome.preview is not None:
-                await confirm(outcome.preview)  # refused before asking: show why
-            return RemediationResult.of(outcome)
+    return still_firing
 
 
 def evidence_record(proposal: Proposal, step: StepResult | None) -> dict[str, Any]:

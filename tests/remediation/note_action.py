@@ -7,6 +7,7 @@ It is what adding a remediation takes: one module like this (a parameters model 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,9 @@ class NoteStore:
     writes: list[tuple[str, str]] = field(default_factory=list)
     #: The threads the action's steps ran on.
     threads: set[int] = field(default_factory=set)
+    #: When set, verification waits for it to open (and says so through `verifying`).
+    hold_verify: asyncio.Event | None = None
+    verifying: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class SetNote(Action[NoteParams]):
@@ -97,6 +101,9 @@ class SetNote(Action[NoteParams]):
         self, plan: Plan, clients: Clients, result: dict[str, Any], say: Say
     ) -> tuple[bool, str]:
         self._seen()
+        self.store.verifying.set()
+        if self.store.hold_verify is not None:
+            await self.store.hold_verify.wait()
         say(f"reading back the note of {plan.target.name}")
         now = self.store.notes.get(plan.target.name)
         return now == plan.params["text"], f"the note reads {now!r}"
