@@ -20,11 +20,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from oncall.errors import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
+from oncall.model.action_params import ACTION_PARAMS
 
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditQuery, LiveAudit, LogLine
 
-ACTIONS = ("rebuild-pod", "set-degradation-level", "set-max-num-seqs")
+ACTIONS = tuple(ACTION_PARAMS)
 TABLE_WIDTHS = {"TARGET": 40, "ALERT": 28, "OUTCOME": 40}
 
 

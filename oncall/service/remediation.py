@@ -12,7 +12,8 @@ The values that cross this door (`Plan`, `Preview`, `GuardVerdict`, `Outcome`,
 them without importing the executor (DESIGN §3).
 
 The remediation runs on the caller's event loop; the executor moves only the audit log's fsync
-into a thread. The executor is imported on first use: the app's first frame does not need it.
+into a thread. The executor is imported on first use, in a thread: the app's first frame does
+not need it, and a key press does not wait for it.
 """
 
 from __future__ import annotations
@@ -129,7 +130,9 @@ class LiveRemediations:
             from oncall.service.checklists import alert_facts
 
             firing = alert.status is not None and alert.status.state == "firing"
-            async with _remediator_class().from_settings(
+            # The first import of the executor takes a while (~0.1 s): not on the app's loop.
+            remediator_class = await asyncio.to_thread(_remediator_class)
+            async with remediator_class.from_settings(
                 self.settings,
                 read_only_flag=self.read_only_flag,
                 alert=alert_facts(alert.name, alert.status),
