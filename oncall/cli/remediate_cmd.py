@@ -29,7 +29,7 @@ from oncall.errors import EXIT_FOUND, EXIT_OK
 from oncall.model.action_params import ACTION_PARAMS, ActionParams
 from oncall.model.write_path import GuardVerdict, Preview
 
-#: Every action `oncall remediate` runs, by name (the registry's, oncall/model/action_params.py).
+#: Every action `oncall remediate` runs, by name (the registry's: oncall/model/action_params.py).
 ACTIONS = tuple(ACTION_PARAMS)
 
 

@@ -3,11 +3,13 @@
 Runbooks (checklist/) propose actions; remediation/ carries them out; the audit log checks the
 names it records. Each reads the names and parameter shapes from here, the one layer below all
 of them, so a runbook that proposes an unknown action, or a parameter the action does not take,
-is a lint error rather than a surprise at 3 a.m. What each action does lives in its module under
-oncall/remediation/actions/, named in oncall/remediation/registry.py with these models.
+is a lint error rather than a surprise at 3 a.m.
 
-`ACTION_PARAMS` is the one list of names: `ActionName`, the runbook schema's action list, the
-CLI's `remediate` subcommands and the audit's action names all derive from it.
+`ACTION_PARAMS` is the registry's one list of names: `ActionName`, the runbook schema's action
+list, the CLI's `remediate` subcommands, the audit's action names and the remediation registry
+(oncall/remediation/registry.py, which loads what each action does from its module
+oncall/remediation/actions/<name>.py) all derive from it. Adding a remediation is that module
+and one line here, with its parameters model.
 
 Parameter values in a runbook may be `{{ CEL }}` templates; their types are checked when the
 proposal is made (after the template is evaluated), the key names when the runbook loads.

@@ -103,7 +103,6 @@ class Remediator:
         self.settings = clients.settings
         self.log = log
         self.guards = guards
-        self.two_person = guards.two_person
         self.actor = actor or actor_now()
         self.holder = f"{self.actor['user']}@{self.actor['host']}"
         self.read_only_flag = read_only_flag
@@ -235,16 +234,16 @@ class Remediator:
             await self._record(run, "declined")
             return run.end("declined", "declined: nothing was changed")
         await self._record(run, "approved", detail={"by": self.holder})
-        if self.two_person.required(plan.action):
+        if self.guards.two_person.required(plan.action):
             try:
-                await self.two_person.request(
+                await self.guards.two_person.request(
                     run.action_id, plan.action, plan.target.label, self.holder
                 )
             except BackendError as exc:
                 verdict = GuardVerdict("two-person", False, f"cannot ask for approval: {exc}", {})
                 return await self._refuse(run, verdict)
             say(f"waiting for a second person: oncall remediate approve {run.action_id}")
-            verdict = await self.two_person.wait(run.action_id, timeout_s=APPROVAL_TIMEOUT_S)
+            verdict = await self.guards.two_person.wait(run.action_id, timeout_s=APPROVAL_TIMEOUT_S)
             if not verdict.ok:
                 return await self._refuse(run, verdict)
             await self._record(run, "approved", detail=verdict.detail)
@@ -283,7 +282,7 @@ class Remediator:
 
     async def approve(self, action_id: str) -> GuardVerdict:
         """Approve another operator's pending two-person action as this operator."""
-        return await self.two_person.approve(action_id, self.holder)
+        return await self.guards.two_person.approve(action_id, self.holder)
 
     async def _execute(self, run: _Run, say: Progress) -> Outcome:
         plan = run.plan

@@ -1,41 +1,44 @@
-"""Every remediation by name: one line per action module. Adding a remediation is its module
-under oncall/remediation/actions/ (exporting `ACTION`) and one line in `ACTIONS` below; the
-executor, the CLI's `remediate` subcommands and `plan` take it from here.
+"""Every remediation by name. The names and parameter models are `ACTION_PARAMS`
+(oncall/model/action_params.py, the layer runbooks, their schema and the audit log read too);
+what each action does is its module here, oncall/remediation/actions/<name>.py (dashes as
+underscores), exporting `ACTION`.
 
-The names and parameter models also sit in oncall/model/action_params.py, which the layers that
-may not import remediation/ read (runbooks, their schema, the audit log); `_check` keeps the two
-lists the same.
+So adding a remediation is its module and its line (with its parameters model) in
+`ACTION_PARAMS`; the executor, `plan`, the CLI's `remediate` subcommands, the runbook schema's
+action list and the audit's action names all follow from those two.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from oncall.model.action_params import ACTION_PARAMS
 from oncall.model.write_path import Plan
 from oncall.remediation.action import Action, PlanError
-from oncall.remediation.actions import rebuild_pod, set_degradation_level, set_max_num_seqs
 from oncall.remediation.clients import Clients
 
-ACTIONS: dict[str, Action[Any]] = {
-    action.name: action
-    for action in (
-        rebuild_pod.ACTION,
-        set_degradation_level.ACTION,
-        set_max_num_seqs.ACTION,
-    )
-}
+
+def module_of(name: str) -> str:
+    """'set-max-num-seqs' → 'oncall.remediation.actions.set_max_num_seqs'."""
+    return f"oncall.remediation.actions.{name.replace('-', '_')}"
 
 
-def _check(actions: dict[str, Action[Any]]) -> None:
-    for name, action in actions.items():
-        if ACTION_PARAMS.get(name) is not action.params:
-            raise RuntimeError(f"action {name!r}: its params model is not ACTION_PARAMS[{name!r}]")
-    if set(actions) != set(ACTION_PARAMS):
-        raise RuntimeError(f"actions without a module: {sorted(set(ACTION_PARAMS) - set(actions))}")
+def _load() -> dict[str, Action[Any]]:
+    found: dict[str, Action[Any]] = {}
+    for name, params in ACTION_PARAMS.items():
+        action = getattr(importlib.import_module(module_of(name)), "ACTION", None)
+        if not isinstance(action, Action) or action.name != name or action.params is not params:
+            raise RuntimeError(
+                f"{module_of(name)}.ACTION must be the Action {name!r} taking "
+                f"{params.__name__} (oncall/model/action_params.py)"
+            )
+        found[name] = action
+    return found
 
 
-_check(ACTIONS)
+#: name → action, in the order of ACTION_PARAMS. Tests add their own actions here.
+ACTIONS: dict[str, Action[Any]] = _load()
 
 
 def action_named(name: str) -> Action[Any]:

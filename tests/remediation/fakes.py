@@ -154,8 +154,9 @@ def make_world(settings: Settings | None = None) -> World:
 
 
 def register_note_action(monkeypatch: pytest.MonkeyPatch) -> SetNote:
-    """The test action, registered as a shipped one is: its module's action in the registry,
-    its parameters model among the names every layer reads."""
+    """The test action, registered: its line in ACTION_PARAMS (the names every layer reads),
+    and, since its module lives in tests/ rather than oncall/remediation/actions/ where the
+    registry finds shipped ones by name, its action put in the registry by hand."""
     action = SetNote(NoteStore({"main": "all quiet"}))
     monkeypatch.setitem(registry.ACTIONS, action.name, action)
     monkeypatch.setitem(ACTION_PARAMS, action.name, NoteParams)

@@ -1,8 +1,9 @@
 """A test-only remediation, `set-note`: it sets a note in a store the test holds.
 
-It is what adding a remediation takes: one module like this (a parameters model and an
-`Action` with its five steps) and its line in the registry; the tests register it with
-`register_note_action` and drive it through the real executor, CLI parser and derived lists.
+It is what adding a remediation takes: one module like this (an `Action` with its five steps;
+a shipped one sits in oncall/remediation/actions/ and keeps its parameters model in
+oncall/model/action_params.py, next to its one line in `ACTION_PARAMS`). The tests register it
+with `register_note_action` and drive it through the real executor and the CLI parser.
 """
 
 from __future__ import annotations

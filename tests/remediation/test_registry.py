@@ -36,6 +36,19 @@ def test_every_list_of_action_names_is_the_registrys() -> None:
         assert {f: str(getattr(args, f)) for f in required} == dict.fromkeys(required, "1")
 
 
+def test_an_action_module_that_does_not_match_its_name_is_a_loud_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    right = ACTION_PARAMS["rebuild-pod"]
+    monkeypatch.setitem(ACTION_PARAMS, "rebuild-pod", ACTION_PARAMS["set-max-num-seqs"])
+    with pytest.raises(RuntimeError, match=r"actions.rebuild_pod.ACTION must be the Action"):
+        registry._load()
+    monkeypatch.setitem(ACTION_PARAMS, "rebuild-pod", right)
+    monkeypatch.setitem(ACTION_PARAMS, "no-such-action", ACTION_PARAMS["set-max-num-seqs"])
+    with pytest.raises(ModuleNotFoundError, match="no_such_action"):
+        registry._load()
+
+
 @pytest.fixture
 async def clients(redis_srv: RunningServer) -> AsyncIterator[Clients]:
     key = f"oncall:test:{uuid.uuid4().hex}:level"
