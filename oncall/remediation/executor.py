@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -211,7 +211,7 @@ class Remediator:
         confirm: Confirm,
         *,
         progress: Progress | None = None,
-        extra: tuple[GuardVerdict, ...] | list[GuardVerdict] = (),
+        extra: Sequence[GuardVerdict] = (),
         rollback_of: str | None = None,
     ) -> Outcome:
         """Preview, ask, guard, execute and verify `plan`; every step audited.
