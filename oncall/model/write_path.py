@@ -75,6 +75,9 @@ class Plan:
     undo: dict[str, Any] | None = None  # the parameters of the rollback, when there is one
     notes: tuple[str, ...] = ()  # for the person; nothing reads them back
     preconditions: tuple[Precondition, ...] = ()
+    #: The action's own verdicts on what it plans (e.g. a value the workload would reject):
+    #: shown in the preview with the guards'; a refusing one refuses the action.
+    checks: tuple[GuardVerdict, ...] = ()
 
     @property
     def summary(self) -> str:

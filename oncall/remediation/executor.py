@@ -187,7 +187,7 @@ class Remediator:
     async def preview(self, plan: Plan) -> Preview:
         """Dry run and every guard's verdict, before anyone is asked to confirm."""
         dry_run: Any
-        verdicts = [read_only_guard(self.settings, flag=self.read_only_flag)]
+        verdicts = [read_only_guard(self.settings, flag=self.read_only_flag), *plan.checks]
         try:
             dry_run = await registry.action_named(plan.action).dry_run(plan, self.clients)
         except BackendError as exc:

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from oncall.errors import BackendError
 from oncall.model.action_params import ActionParams
-from oncall.model.write_path import Plan, Precondition, Target
+from oncall.model.write_path import GuardVerdict, Plan, Precondition, Target
 from oncall.remediation.action import Action, PlanError, Say
 from oncall.remediation.clients import Clients
 
@@ -47,6 +47,13 @@ class NoteStore:
     verifying: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+def _checks(text: str) -> tuple[GuardVerdict, ...]:
+    """The action's own verdict: a note may not shout."""
+    if text.isupper():
+        return (GuardVerdict("note", False, f"{text!r} is all capitals", {"text": text}),)
+    return (GuardVerdict("note", True, "not shouting", {}),)
+
+
 class SetNote(Action[NoteParams]):
     name = "set-note"
     params = NoteParams
@@ -74,6 +81,7 @@ class SetNote(Action[NoteParams]):
             confirm_word="yes",
             undo=None if before is None else {"text": before, "board": board},
             preconditions=(Precondition(NOTE, before),),
+            checks=_checks(params.text),
         )
 
     async def dry_run(self, plan: Plan, clients: Clients) -> Any:

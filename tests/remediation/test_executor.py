@@ -98,6 +98,25 @@ async def test_a_refusal_up_front_is_shown_not_asked_and_carries_its_verdict(
     assert note.store.writes == []
 
 
+async def test_the_actions_own_check_is_in_the_preview_and_can_refuse(
+    note: SetNote, world: World
+) -> None:
+    plan = await world.remediator.plan("set-note", {"text": "quiet"})
+    preview = await world.remediator.preview(plan)
+    assert [v.guard for v in preview.verdicts] == [
+        "read-only", "note", "rate-limit", "circuit-breaker", "lease",
+    ]  # fmt: skip
+    asked: list[Preview] = []
+    loud = await world.remediator.plan("set-note", {"text": "PAUSED"})
+    outcome = await world.remediator.run(loud, answer(True, asked))
+    assert asked == []
+    assert outcome.refusal == GuardVerdict(
+        "note", False, "'PAUSED' is all capitals", {"text": "PAUSED"}
+    )
+    assert world.log.lines[-1]["guard"] == "note"
+    assert note.store.writes == []
+
+
 async def test_the_plans_precondition_is_compared_before_the_write(
     note: SetNote, world: World
 ) -> None:
