@@ -296,7 +296,7 @@ class OncallApp(App[None]):
 
     def on_history_refreshed(self, message: HistoryRefreshed) -> None:
         self.book.history = message.history
-        self.board.show()
+        self.repaint()  # through repaint's guard: an answer may arrive while the app exits
 
     def on_alerts_failed(self, message: AlertsFailed) -> None:
         self.book.refresh_error = message.error

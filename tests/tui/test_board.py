@@ -16,6 +16,7 @@ from oncall.tui.app import OncallApp
 from oncall.tui.banner import ContextBanner, ReadOnlyBanner
 from oncall.tui.board import BoardScreen
 from oncall.tui.help import HelpScreen
+from oncall.tui.messages import HistoryRefreshed
 from tests.tui.fakes import (
     P99,
     T0,
@@ -138,6 +139,15 @@ async def test_a_repaint_after_the_app_began_shutting_down_does_nothing() -> Non
         await until(pilot, lambda: len(board_rows(app)) == 5, "the board")
     assert not app.is_running
     app.repaint()  # no widget left to update: nothing happens, nothing raises
+
+
+async def test_a_history_answer_after_the_app_began_shutting_down_does_nothing() -> None:
+    # A range query answered while the app exits posts its message to screens taken apart.
+    app = make_app(FakeAlerts(board_statuses()))
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 5, "the board")
+    assert not app.is_running
+    app.on_history_refreshed(HistoryRefreshed({}))  # nothing happens, nothing raises
 
 
 async def test_rows_follow_state_changes_and_the_cursor_stays_on_its_alert() -> None:
