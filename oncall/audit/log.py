@@ -1,9 +1,12 @@
 """The append-only, hash-chained audit log on disk: append, read back, verify.
 
-One JSON record per line (`records.py`), fsynced before `append` returns. A sidecar
-`PATH.head` file holds the last seq and hash, rewritten atomically after each append, so
-cutting records off the end is detected too. Appends from several processes on one host are
-serialised by an exclusive `flock` on `PATH.lock`. Copies to a Redis Stream or a Kubernetes
+One JSON record per line (`records.py`), fsynced before `append` returns; when the write or
+the fsync fails, `append` raises `AuditWriteError` and the record must be taken as not written
+(write-ahead: the executor runs nothing then). A sidecar `PATH.head` file holds the last seq
+and hash and the log's id, rewritten atomically after each append, so cutting records off the
+end is detected too. Every record carries the log's identity (`log`: id, host, uid, path),
+fixed by its first record: the team Stream keys its copies by log id + seq. Appends from
+several processes on one host are serialised by an exclusive `flock` on `PATH.lock`. Copies to a Redis Stream or a Kubernetes
 Event are mirrors injected by the caller; a mirror that fails never loses the local record.
 """
 
@@ -24,10 +27,12 @@ from oncall.audit.chain import Head, VerifyReport, verify_lines
 from oncall.audit.records import (
     GENESIS,
     AuditError,
+    AuditWriteError,
     Record,
     build_record,
     check_fields,
     line_of,
+    new_log_identity,
     redact,
 )
 
@@ -81,6 +86,14 @@ def _parse(number: int, raw: bytes) -> LogLine:
         if not isinstance(item, kind) or isinstance(item, bool):
             return LogLine(number, raw, value, f"not an audit record (no valid {name}) — edited")
     return LogLine(number, raw, value)
+
+
+def _log_of(record: Record | None) -> dict[str, Any] | None:
+    """A record's `log` identity when it has a usable one."""
+    value = record.get("log") if record is not None else None
+    if isinstance(value, dict) and isinstance(value.get("id"), str) and value["id"]:
+        return dict(value)
+    return None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -142,7 +155,7 @@ class AuditLog:
         try:
             record = self._append_locked(fields)
         except OSError as exc:
-            raise AuditError(f"cannot write the audit log {self.path}: {exc}") from exc
+            raise AuditWriteError(f"cannot write the audit log {self.path}: {exc}") from exc
         for mirror in self.mirrors:
             try:
                 mirror(copy.deepcopy(record))
@@ -168,6 +181,7 @@ class AuditLog:
                     seq=head.seq + 1 if head else 1,
                     prev=head.hash if head else GENESIS,
                     secrets=self.secrets,
+                    log=self._identity(last),
                 )
                 data = line_of(record)
                 if not ends_with_newline:
@@ -182,7 +196,7 @@ class AuditLog:
                 os.close(fd)
             if created:
                 _fsync_dir(self.path.parent)
-            self._write_head(Head(record["seq"], record["hash"]))
+            self._write_head(Head(record["seq"], record["hash"], record["log"]["id"]))
             return record
         finally:
             os.close(lock_fd)  # releases the flock
@@ -210,11 +224,36 @@ class AuditLog:
                 return Head(seq, digest)
         return head
 
+    def _identity(self, last_line: bytes) -> dict[str, Any]:
+        """The log's identity as its last record (else its first, else the head) names it; a
+        new one for a new log, or for a log written before logs had ids."""
+        tail = _parse(0, last_line) if last_line else None
+        found = _log_of(tail.record) if tail is not None and tail.problem is None else None
+        if found is None:
+            found = self.identity()
+        return found or new_log_identity(str(self.path))
+
+    def identity(self) -> dict[str, Any] | None:
+        """The log's identity ({id, host, uid, path}) from its first record that names one, or
+        the head file's id alone; None when neither does (no log, or one from before ids)."""
+        for line in self.lines():
+            found = _log_of(line.record) if line.problem is None else None
+            if found is not None:
+                return found
+        try:
+            head = self.read_head()
+        except AuditError:
+            head = None
+        if head is not None and head.log_id:
+            return {"id": head.log_id}
+        return None
+
     def _write_head(self, head: Head) -> None:
         tmp = self.head_path.with_name(self.head_path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        body = {"seq": head.seq, "hash": head.hash, "log_id": head.log_id}
         try:
-            os.write(fd, json.dumps({"seq": head.seq, "hash": head.hash}).encode() + b"\n")
+            os.write(fd, json.dumps(body).encode() + b"\n")
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -236,9 +275,10 @@ class AuditLog:
             seq, digest = value["seq"], value["hash"]
         except (ValueError, TypeError, KeyError) as exc:
             raise AuditError(f"{self.head_path}: not a head file ({exc}) — edited") from exc
+        log_id = value.get("log_id")
         if not isinstance(seq, int) or not isinstance(digest, str):
             raise AuditError(f"{self.head_path}: not a head file — edited")
-        return Head(seq, digest)
+        return Head(seq, digest, log_id if isinstance(log_id, str) else None)
 
     def lines(self) -> Iterator[LogLine]:
         """Every line of the log, numbered from 1, parsed; nothing is skipped."""

@@ -42,17 +42,23 @@ TRANSITIONS = (
     "failed",
     "verified",
     "rolled_back",
+    "acknowledged",
 )
 ACTIONS: tuple[str, ...] = get_args(ActionName)
+#: A reviewer's sign-off on a scar in the chain (`oncall audit acknowledge`): not a remediation,
+#: so it has an action of its own, allowed only with the `acknowledged` transition.
+REVIEW_ACTION = "audit-review"
 OUTCOMES = ("succeeded", "failed")
 
 # The order fields are written in; the hash does not depend on it (canonical JSON sorts keys).
 FIELDS = (
     "seq", "id", "ts", "action_id", "transition", "action", "target", "actor", "alert",
-    "evidence", "request", "dry_run", "outcome", "guard", "duration_s", "detail", "prev", "hash",
+    "evidence", "request", "dry_run", "outcome", "guard", "duration_s", "detail", "log", "prev",
+    "hash",
 )  # fmt: skip
-# Set by the log itself, never by a caller.
-ASSIGNED = ("seq", "id", "ts", "prev", "hash")
+# Set by the log itself, never by a caller. `log` names the log a record belongs to
+# ({id, host, uid, path}): the team Stream keys its copies by log id + seq with it.
+ASSIGNED = ("seq", "id", "ts", "log", "prev", "hash")
 OPTIONAL = ("alert", "evidence", "request", "dry_run", "outcome", "guard", "duration_s")
 
 # Whole key names (after lower-casing, "-" → "_") whose values are always masked. Anchored on
@@ -67,6 +73,10 @@ _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@")
 
 class AuditError(OncallError):
     """The audit log cannot be written or read, or a record is malformed."""
+
+
+class AuditWriteError(AuditError):
+    """A record could not be written and fsynced: it is NOT on disk (write-ahead callers stop)."""
 
 
 def canonical(obj: Mapping[str, Any]) -> bytes:
@@ -102,6 +112,13 @@ def new_id(seq: int) -> str:
 def new_action_id() -> str:
     """An id for one remediation's lifecycle; every transition of that action carries it."""
     return _random.token_hex(6)
+
+
+def new_log_identity(path: str) -> dict[str, Any]:
+    """A new log's identity, stable for the file's life: a random id, and the host, OS account
+    (`getuid()`, not `$USER`) and path it lives at, so a deleted log is missed by its owner."""
+    return {"id": _random.token_hex(8), "host": socket.gethostname(), "uid": os.getuid(),
+            "path": path}  # fmt: skip
 
 
 def actor_now() -> dict[str, str | None]:
@@ -209,8 +226,13 @@ def check_fields(fields: Mapping[str, Any]) -> None:
         problems.append("action_id must be a non-empty string")
     if fields.get("transition") not in TRANSITIONS:
         problems.append(f"transition must be one of {', '.join(TRANSITIONS)}")
-    if fields.get("action") not in ACTIONS:
-        problems.append(f"action must be one of {', '.join(ACTIONS)}")
+    review = fields.get("transition") == "acknowledged"
+    if (fields.get("action") == REVIEW_ACTION) != review or (
+        not review and fields.get("action") not in ACTIONS
+    ):
+        problems.append(
+            f"action must be one of {', '.join(ACTIONS)} ({REVIEW_ACTION} with acknowledged)"
+        )
     if not isinstance(fields.get("target"), Mapping):
         problems.append("target must be an object, e.g. {kind, namespace, name, uid}")
     for name in ("alert", "detail", "actor"):
@@ -226,7 +248,12 @@ def check_fields(fields: Mapping[str, Any]) -> None:
 
 
 def build_record(
-    fields: Mapping[str, Any], *, seq: int, prev: str, secrets: Iterable[str] = ()
+    fields: Mapping[str, Any],
+    *,
+    seq: int,
+    prev: str,
+    secrets: Iterable[str] = (),
+    log: Mapping[str, Any] | None = None,
 ) -> Record:
     """A complete, redacted, hashed record from the caller's fields and the chain head."""
     check_fields(fields)
@@ -244,6 +271,8 @@ def build_record(
             given[name] = None
     # Only what the caller gave is redacted: seq, id, ts and prev are ours and hold no secret.
     record: Record = {"seq": seq, "id": new_id(seq), "ts": now_iso(), **redact(given, secrets)}
+    if log is not None:
+        record["log"] = dict(log)
     record["prev"] = prev
     record["hash"] = record_hash(record)
     return record
