@@ -6,8 +6,9 @@ the fsync fails, `append` raises `AuditWriteError` and the record must be taken 
 and hash and the log's id, rewritten atomically after each append, so cutting records off the
 end is detected too. Every record carries the log's identity (`log`: id, host, uid, path),
 fixed by its first record: the team Stream keys its copies by log id + seq. Appends from
-several processes on one host are serialised by an exclusive `flock` on `PATH.lock`. Copies to a Redis Stream or a Kubernetes
-Event are mirrors injected by the caller; a mirror that fails never loses the local record.
+several processes on one host are serialised by an exclusive `flock` on `PATH.lock`. Copies
+to a Redis Stream or a Kubernetes Event are mirrors injected by the caller; a mirror that
+fails never loses the local record.
 """
 
 from __future__ import annotations
