@@ -1,6 +1,8 @@
 """The tamper-evident audit log (DESIGN §4 "Audit"): hash-chained JSONL records, verified.
 
 `records` holds the record type, hashing and redaction; `log` the file (append, read, verify);
-`query` the reviewers' filters and exports. Mirrors (Redis Stream, Kubernetes Event) are
-callables injected by the remediation layer; nothing here talks to a backend.
+`chain` the verdict on a chain; `anchor` the team Stream's copies and the cross-check against
+them (read-only: XRANGE, XINFO); `query` the reviewers' filters and exports. Writing a copy to
+the Stream (XADD) is the remediation layer's (`remediation/audit_mirror.py`): only it may call
+a mutating backend method.
 """

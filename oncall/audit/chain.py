@@ -118,9 +118,10 @@ def verify_lines(
     started: dict[str, Record] = {}
     head_hash_at_seq: set[str] | None = None
     log_id: str | None = None
-    acks: list[Record] = []
+    lines_seen: list[LogLine] = []
 
     for line in lines:
+        lines_seen.append(line)
         record = line.record
         well_formed = record is not None and line.problem is None
         if well_formed:
@@ -147,8 +148,6 @@ def verify_lines(
                     key=_line_key(line),
                 )
             )
-        if problem is None and record.get("transition") == "acknowledged":
-            acks.append(record)
         last, last_line = record, line.number
         if head is not None and record["seq"] == head.seq:
             head_hash_at_seq = {record["hash"], record_hash(record)}
@@ -167,7 +166,19 @@ def verify_lines(
         incomplete=incomplete,
         log_id=log_id or (head.log_id if head is not None else None),
     )
-    return with_acknowledgements(report, acks)
+    return with_acknowledgements(report, acks_of(lines_seen))
+
+
+def acks_of(lines: Iterable[LogLine]) -> list[Record]:
+    """The reviewers' `acknowledged` records whose content matches their hash."""
+    return [
+        line.record
+        for line in lines
+        if line.problem is None
+        and line.record is not None
+        and line.record.get("transition") == "acknowledged"
+        and record_hash(line.record) == line.record.get("hash")
+    ]
 
 
 def with_acknowledgements(report: VerifyReport, acks: Iterable[Record]) -> VerifyReport:

@@ -306,12 +306,18 @@ class AuditLog:
 
     def verify(self) -> VerifyReport:
         """Check the whole chain and the head file; list actions started without an outcome."""
+        lines, head, head_problem = self.snapshot()
+        return verify_lines(lines, head, head_problem, self.head_path)
+
+    def snapshot(self) -> tuple[list[LogLine], Head | None, str | None]:
+        """Every line and the head file, read as one (appends held off), and what is wrong
+        with the head file when it cannot be read."""
         with self._shared_lock():
             try:
                 head, head_problem = self.read_head(), None
             except AuditError as exc:
                 head, head_problem = None, str(exc)
-            return verify_lines(self.lines(), head, head_problem, self.head_path)
+            return list(self.lines()), head, head_problem
 
     @contextlib.contextmanager
     def _shared_lock(self) -> Iterator[None]:

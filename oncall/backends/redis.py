@@ -2,9 +2,10 @@
 
 CLI equivalents: `redis-cli PING`, `redis-cli INFO stats`, `redis-cli SLOWLOG GET 10`,
 `redis-cli LATENCY LATEST`, `redis-cli CONFIG GET maxclients`; the guards' state (remediation/)
-is read with ZCOUNT, ZRANGEBYSCORE, PTTL, HGETALL and XRANGE. Writes live in `redis_write.py`,
-which only remediation may import. Every call is bounded by the timeout as a whole, with no
-client-side retries (a sick Redis must make a probe `unknown` within its timeout, not after four).
+is read with ZCOUNT, ZRANGEBYSCORE, PTTL, HGETALL; the audit Stream with XRANGE and XINFO
+STREAM. Writes live in `redis_write.py`, which only remediation may import. Every call is
+bounded by the timeout as a whole, with no client-side retries (a sick Redis must make a probe
+`unknown` within its timeout, not after four).
 """
 
 from __future__ import annotations
@@ -223,3 +224,16 @@ class RedisClient:
             ]
         except (AttributeError, TypeError, ValueError) as exc:
             raise self._error("bad payload", f"malformed XRANGE entry: {exc}") from exc
+
+    async def xinfo_stream(self, stream: str) -> dict[str, Any] | None:
+        """XINFO STREAM stream: length, entries-added, max-deleted-entry-id, …; None when the
+        stream does not exist (`redis-cli XINFO STREAM oncall:audit`)."""
+        try:
+            info = await self._call(lambda r: r.xinfo_stream(stream))
+        except BackendError as exc:
+            if exc.reason == "query error" and "no such key" in exc.detail.lower():
+                return None
+            raise
+        if not isinstance(info, dict):
+            raise self._error("bad payload", "XINFO STREAM did not parse into fields")
+        return {_text(key): value for key, value in info.items()}

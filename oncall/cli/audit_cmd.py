@@ -1,9 +1,16 @@
-"""`oncall audit list|show|verify|export` — for audit reviewers; reads `audit.path` only.
+"""`oncall audit list|show|verify|acknowledge|export` — for audit reviewers; reads `audit.path`.
 
 - `list [--since DUR|TIME] [--actor X] [--action A] [--target T] [-o table|json]`
 - `show ID`: one record by id or seq, as indented JSON; exit 2 when there is none.
-- `verify`: "OK: N records, chain intact", or the first break in the chain; actions started
-  without an outcome as "INCOMPLETE: …". Exit 1 on any problem or incomplete action.
+- `verify`: "OK: N records, chain intact", or every break in the chain, each with its scar id;
+  the local chain is cross-checked against the team Stream (`audit.redis_stream`): records
+  the Stream has that the file lost, and the reverse, and this account's deleted logs. Scars a
+  reviewer acknowledged as "ACKNOWLEDGED: …"; actions started without an outcome as
+  "INCOMPLETE: …". Exit 1 on any problem or incomplete action; else 3 when the Stream was
+  unreachable ("LOCAL ONLY: …", the answer is incomplete); else 0.
+- `acknowledge SCAR --reason TEXT`: a reviewer signs off one scar that verify lists (typed
+  confirmation on a terminal; an `acknowledged` record, copied to the Stream). Verify then
+  lists it as acknowledged, not as a break; any new problem is still a break.
 - `export [-o jsonl|csv]` (same filters as list): JSONL is the log's lines verbatim.
 
 Secrets in the settings are masked in everything printed, even in a line written by hand.
@@ -19,7 +26,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from oncall.errors import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
+from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, UsageError
 from oncall.model.action_params import ACTION_PARAMS
 
 if TYPE_CHECKING:
@@ -47,12 +54,21 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
     )
     verify.set_defaults(handler=run_verify)
 
+    acknowledge = sub.add_parser(
+        "acknowledge", help="sign off one scar verify lists, as reviewed (typed, on a terminal)"
+    )
+    acknowledge.add_argument(
+        "scar", metavar="SCAR", help="the scar id verify prints, e.g. 3f9a1c2e"
+    )
+    acknowledge.add_argument("--reason", required=True, metavar="TEXT", help="what was reviewed")
+    acknowledge.set_defaults(handler=run_acknowledge)
+
     export = sub.add_parser("export", help="the records as JSONL (verbatim lines) or CSV")
     _filters(export)
     export.add_argument("-o", "--output", choices=("jsonl", "csv"), default="jsonl")
     export.set_defaults(handler=run_export)
 
-    for parser in (listing, show, verify, export):
+    for parser in (listing, show, verify, acknowledge, export):
         global_options(parser, suppress=True)
 
     def usage(_args: argparse.Namespace) -> int:
@@ -163,21 +179,85 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    import asyncio
+
     audit = _open_log(args)
     if not audit.exists:
         print(f"oncall: no audit log at {audit.path} yet", file=sys.stderr)
-    report = audit.check()
+    report = asyncio.run(audit.check_anchored())
     count = f"{report.count} record{'s' if report.count != 1 else ''}"
     if report.ok:
         print(f"OK: {count}, chain intact")
     else:
-        for problem in report.problems:
-            print(problem)
-    for item in report.incomplete:
-        print(f"INCOMPLETE: {item}")
+        for item in report.breaks:
+            print(f"{item} (scar {item.scar})")
+    for done in report.acknowledged:
+        print(f"ACKNOWLEDGED: {done}")
+    for action in report.incomplete:
+        print(f"INCOMPLETE: {action}")
+    if report.incomplete_check is not None:
+        print(f"LOCAL ONLY: {report.incomplete_check}; only the local chain was checked")
+    elif report.anchor is not None:
+        print(f"ANCHOR: {report.anchor}")
     if not report.ok:
-        print(f"FAILED: {count} read from {audit.path}; the chain is broken", file=sys.stderr)
-    return EXIT_OK if report.ok and not report.incomplete else EXIT_FOUND
+        print(
+            f"FAILED: {count} read from {audit.path}; the chain is broken "
+            "(a reviewer signs off a scar: oncall audit acknowledge SCAR --reason TEXT)",
+            file=sys.stderr,
+        )
+    if not report.ok or report.incomplete:
+        return EXIT_FOUND
+    return EXIT_INCOMPLETE if report.incomplete_check is not None else EXIT_OK
+
+
+def run_acknowledge(args: argparse.Namespace) -> int:
+    import asyncio
+
+    audit = _open_log(args)
+    reason = " ".join(str(args.reason).split())
+    if not reason:
+        raise UsageError("--reason: say what was reviewed")
+    report = asyncio.run(audit.check_anchored())
+    wanted = args.scar.strip().lower()
+    found = next((item for item in report.breaks if item.scar == wanted), None)
+    if found is None:
+        done = next((a for a in report.acknowledged if a.scar.scar == wanted), None)
+        if done is not None:
+            print(f"already acknowledged: {done}")
+            return EXIT_OK
+        raise UsageError(f"no scar {wanted!r} among the problems `oncall audit verify` lists now")
+    scar = found
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("acknowledging a scar needs a typed confirmation on a terminal")
+    print(f"scar {scar.scar}: {scar}\nreason: {reason}", flush=True)
+    if report.incomplete_check is not None:
+        print(f"note: {report.incomplete_check}", flush=True)
+    _flush_type_ahead()
+    try:
+        answer = input(f"Type the scar id ({scar.scar}) to sign it off as reviewed: ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() != scar.scar:
+        print("cancelled: nothing was recorded")
+        return EXIT_FOUND
+    record, mirror_problem = asyncio.run(audit.acknowledge(scar, reason))
+    print(f"acknowledged: scar {scar.scar} (record {record['seq']}, {record['id']})")
+    if mirror_problem is not None:
+        print(
+            f"oncall: the team Stream did not get the acknowledgement: {mirror_problem}; "
+            "verify will report it as missing from the Stream",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _flush_type_ahead() -> None:
+    """Drop what was typed before the scar was on screen: only an answer to it counts."""
+    import contextlib
+    import termios
+
+    with contextlib.suppress(termios.error, OSError):
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from oncall.model.write_path import (
 )
 from oncall.remediation import registry
 from oncall.remediation.action import PlanError
+from oncall.remediation.audit_mirror import mirror_to_stream
 from oncall.remediation.clients import Clients
 from oncall.remediation.guards import read_only_guard
 from oncall.remediation.lease import TargetLease
@@ -163,8 +163,7 @@ class Remediator:
         try:
             async with asyncio.timeout(MIRROR_TIMEOUT_S):
                 if stream:
-                    fields = {k: _text(v) for k, v in record.items()}
-                    await self.clients.redis_writer().xadd(stream, fields, maxlen=100_000)
+                    await mirror_to_stream(self.clients.redis_writer(), stream, record)
                 if self.settings.audit.kube_events and plan.target.namespace:
                     kube = await self.clients.kube_writer()
                     message = f"oncall {record['transition']}: {plan.summary} by {self.holder}"
@@ -343,7 +342,3 @@ class Remediator:
         if changed:
             return GuardVerdict("precondition", False, changed, {})
         return GuardVerdict("precondition", True, "unchanged", {})
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from oncall.audit.chain import VerifyReport
+from oncall.audit.chain import ChainBreak, VerifyReport
 from oncall.audit.log import AuditLog, LogLine
 from oncall.audit.query import (
     CSV_COLUMNS,
@@ -38,8 +38,8 @@ from oncall.audit.query import (
     text_of,
     to_csv,
 )
-from oncall.audit.records import Record, redact, secrets_of
-from oncall.errors import UsageError
+from oncall.audit.records import REVIEW_ACTION, Record, new_action_id, redact, secrets_of
+from oncall.errors import BackendError, UsageError
 from oncall.settings import Settings
 
 __all__ = [
@@ -207,6 +207,7 @@ class LiveAudit:
     """
 
     def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.log = AuditLog(settings.audit.path.expanduser(), secrets=secrets_of(settings))
 
     @property
@@ -260,12 +261,63 @@ class LiveAudit:
         return None
 
     def check(self) -> VerifyReport:
-        """Verify the whole chain; problems and incomplete actions masked."""
-        report = self.log.verify()
+        """Verify the whole chain (the local file only); problems and incomplete actions
+        masked."""
+        return self._masked_report(self.log.verify())
+
+    async def check_anchored(self) -> VerifyReport:
+        """Verify the chain and cross-check it against the team Stream (`oncall audit
+        verify`); `incomplete_check` says so when the Stream could not be read."""
+        from oncall.audit.anchor import verify_anchored
+        from oncall.backends.from_settings import redis_client
+
+        stream = self.settings.audit.redis_stream
+        if not stream:
+            return self._masked_report(await verify_anchored(self.log, None, None))
+        async with redis_client(self.settings.redis) as client:
+            return self._masked_report(await verify_anchored(self.log, client, stream))
+
+    async def acknowledge(self, scar: ChainBreak, reason: str) -> tuple[Record, str | None]:
+        """Append a reviewer's sign-off of `scar` (an `acknowledged` record) and copy it to
+        the team Stream; the record, and why the copy failed (None when it did not)."""
+        from oncall.backends.from_settings import redis_client
+        from oncall.remediation.audit_mirror import mirror_with_client
+
+        identity = await asyncio.to_thread(self.log.identity) or {}
+        record = await asyncio.to_thread(
+            self.log.append,
+            action_id=new_action_id(),
+            transition="acknowledged",
+            action=REVIEW_ACTION,
+            target={"kind": "AuditLog", "name": identity.get("id") or str(self.log.path),
+                    "path": str(self.log.path)},
+            detail={"scar": scar.scar, "problem": str(scar), "reason": reason},
+        )  # fmt: skip
+        stream = self.settings.audit.redis_stream
+        if not stream:
+            return record, "audit.redis_stream is off"
+        try:
+            async with redis_client(self.settings.redis) as client:
+                await mirror_with_client(client, stream, record)
+        except BackendError as exc:
+            return record, str(self.public(str(exc)))
+        return record, None
+
+    def _masked_report(self, report: VerifyReport) -> VerifyReport:
+        def mask(item: ChainBreak) -> ChainBreak:
+            return replace(item, message=str(self.public(item.message)))
+
         return replace(
             report,
-            breaks=[replace(b, message=str(self.public(b.message))) for b in report.breaks],
+            breaks=[mask(b) for b in report.breaks],
+            acknowledged=[
+                replace(a, scar=mask(a.scar), reason=str(self.public(a.reason)))
+                for a in report.acknowledged
+            ],
             incomplete=[str(self.public(item)) for item in report.incomplete],
+            incomplete_check=None
+            if report.incomplete_check is None
+            else str(self.public(report.incomplete_check)),
         )
 
     def export_lines(self, lines: list[LogLine]) -> Iterator[tuple[LogLine, bytes, bool]]:

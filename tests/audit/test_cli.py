@@ -23,8 +23,15 @@ ALICE = {"user": "alice", "host": "bastion-1", "ssh_client": "10.0.0.7"}
 BOB = {"user": "bob", "host": "bastion-2", "ssh_client": None}
 
 
+LOCAL = "ANCHOR: none: audit.redis_stream is off, the local chain only\n"
+
+
 def audit(path: Path, *args: str, cwd: Path | None = None) -> Result:
-    return run_oncall("audit", *args, "--set", f"audit.path={path}", cwd=cwd or path.parent)
+    """The local log only: the cross-check with the team Stream is tests/security's."""
+    return run_oncall(
+        "audit", *args, "--set", f"audit.path={path}", "--set", "audit.redis_stream=",
+        cwd=cwd or path.parent,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -121,7 +128,7 @@ def test_show_unknown_record_exits_2(log: AuditLog) -> None:
 
 def test_verify_ok(log: AuditLog) -> None:
     result = audit(log.path, "verify")
-    assert (result.code, result.stdout) == (0, "OK: 5 records, chain intact\n")
+    assert (result.code, result.stdout) == (0, "OK: 5 records, chain intact\n" + LOCAL)
 
 
 def test_verify_names_the_first_break(log: AuditLog) -> None:
@@ -132,7 +139,9 @@ def test_verify_names_the_first_break(log: AuditLog) -> None:
     log.path.write_bytes(b"".join(lines))
     result = audit(log.path, "verify")
     assert result.code == 1
-    assert result.stdout == "record 2 (line 2): hash does not match its content — edited\n"
+    first, anchor = result.stdout.splitlines()
+    assert first.startswith("record 2 (line 2): hash does not match its content — edited (scar ")
+    assert anchor + "\n" == LOCAL
     assert "chain is broken" in result.stderr
 
 
@@ -141,8 +150,9 @@ def test_verify_truncated_end(log: AuditLog) -> None:
     log.path.write_bytes(b"".join(lines[:3]))
     result = audit(log.path, "verify")
     assert result.code == 1
-    assert result.stdout.splitlines()[0] == (
+    assert result.stdout.splitlines()[0].startswith(
         "the log ends at record 3 but the head file says 5 — records were truncated from the end"
+        " (scar "
     )
 
 
@@ -162,7 +172,7 @@ def test_verify_incomplete_action_exits_1(log: AuditLog) -> None:
 
 def test_verify_without_a_log(tmp_path: Path) -> None:
     result = audit(tmp_path / "nothing.jsonl", "verify")
-    assert (result.code, result.stdout) == (0, "OK: 0 records, chain intact\n")
+    assert (result.code, result.stdout) == (0, "OK: 0 records, chain intact\n" + LOCAL)
     assert "no audit log" in result.stderr
 
 
@@ -250,7 +260,9 @@ def test_the_path_setting_expands_home(tmp_path: Path) -> None:
         "verify",
         "--set",
         "audit.path=~/audit.jsonl",
+        "--set",
+        "audit.redis_stream=",
         env={"HOME": str(home)},
         cwd=tmp_path,
     )
-    assert (result.code, result.stdout) == (0, "OK: 1 record, chain intact\n")
+    assert (result.code, result.stdout) == (0, "OK: 1 record, chain intact\n" + LOCAL)

@@ -1,0 +1,224 @@
+"""Threat: an operator who can write the local audit log rewrites it so that it checks out.
+
+Issue 12, item 6: each attack below made `oncall audit verify` say OK before the chain was
+anchored in the team Stream. Here every record is written the way the executor writes it (the
+fsynced append, then the XADD of `remediation/audit_mirror.py`) to a real redis-server, the
+file is then tampered with as a person with write access would (the head file rewritten to
+match), and the real `oncall audit verify` must report it and exit 1. With the Stream
+unreachable it must say that only the local chain was checked and exit 3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncall.audit.log import AuditLog
+from oncall.audit.records import GENESIS, line_of, record_hash
+from oncall.backends.redis import RedisClient
+from oncall.backends.redis_write import RedisWriter
+from oncall.remediation.audit_mirror import mirror_to_stream
+from tests.cli_runner import Result, run_oncall
+from tests.harness.processes import free_port
+from tests.harness.servers import RunningServer
+
+POD = {"kind": "Pod", "namespace": "ai", "name": "vllm-0", "uid": "6f1c"}
+CYCLE = ("proposed", "approved", "started", "succeeded", "verified")
+N = 10
+
+
+def write_anchored(log: AuditLog, url: str, stream: str, count: int = N) -> list[dict[str, Any]]:
+    """`count` records appended and copied to the Stream, as the executor does it."""
+
+    async def run() -> list[dict[str, Any]]:
+        out = []
+        async with RedisClient(url, timeout=2.0) as client:
+            writer = RedisWriter(client)
+            for i in range(count):
+                record = log.append(
+                    action_id=f"act-{i // len(CYCLE)}", transition=CYCLE[i % len(CYCLE)],
+                    action="rebuild-pod", target=POD,
+                    outcome="replacement Ready" if CYCLE[i % len(CYCLE)] == "succeeded" else None,
+                )  # fmt: skip
+                await mirror_to_stream(writer, stream, record)
+                out.append(record)
+        return out
+
+    return asyncio.run(run())
+
+
+def rewrite(log: AuditLog, records: list[dict[str, Any]]) -> None:
+    """Write `records` as the whole log with seq, prev and hash recomputed, and a head file to
+    match: what someone with write access and this source code can do."""
+    prev, out = GENESIS, b""
+    for seq, given in enumerate(records, start=1):
+        last = {**given, "seq": seq, "prev": prev}
+        last["hash"] = record_hash(last)
+        prev, out = last["hash"], out + line_of(last)
+    log.path.write_bytes(out)
+    head = {"seq": last["seq"], "hash": last["hash"], "log_id": last["log"]["id"]}
+    log.head_path.write_text(json.dumps(head) + "\n")
+
+
+def verify(log: AuditLog, url: str, stream: str) -> Result:
+    return run_oncall(
+        "audit", "verify", "--set", f"audit.path={log.path}", "--set", f"redis.url={url}",
+        "--set", f"audit.redis_stream={stream}", cwd=log.path.parent,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def stream() -> str:
+    """A Stream of the test's own on the shared server: other tests' copies stay apart."""
+    return f"oncall:audit:test:{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> AuditLog:
+    return AuditLog(tmp_path / "audit.jsonl")
+
+
+def test_an_untouched_log_is_anchored(log: AuditLog, redis_srv: RunningServer, stream: str) -> None:
+    written = write_anchored(log, redis_srv.url, stream)
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 0, result.stdout + result.stderr
+    log_id = written[0]["log"]["id"]
+    assert result.stdout.splitlines() == [
+        f"OK: {N} records, chain intact",
+        f"ANCHOR: the team Stream {stream}: {N} copies of log {log_id}",
+    ]
+
+
+def test_an_edit_with_every_later_hash_recomputed(
+    log: AuditLog, redis_srv: RunningServer, stream: str
+) -> None:
+    written = write_anchored(log, redis_srv.url, stream)
+    records = [dict(r) for r in written]
+    records[3]["outcome"] = "nothing happened"
+    rewrite(log, records)
+    assert log.verify().ok  # the local chain alone is fooled: that was the bug
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 1
+    log_id = written[0]["log"]["id"]
+    # Record 4's hash changed, and so did every later one's (each chains on the one before).
+    assert f"records 4–{N} of log {log_id}: not as the team Stream has it" in result.stdout
+    assert "chain is broken" in result.stderr
+
+
+def test_cut_off_the_end_with_the_head_rewritten(
+    log: AuditLog, redis_srv: RunningServer, stream: str
+) -> None:
+    written = write_anchored(log, redis_srv.url, stream)
+    rewrite(log, written[:6])
+    assert log.verify().ok
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 1
+    log_id = written[0]["log"]["id"]
+    assert f"records 7–{N} of log {log_id}: in the team Stream but not in the file" in (
+        result.stdout
+    )
+
+
+def test_one_forged_record_appended(log: AuditLog, redis_srv: RunningServer, stream: str) -> None:
+    written = write_anchored(log, redis_srv.url, stream)
+    forged = {**written[-1], "transition": "declined", "outcome": "never ran"}
+    rewrite(log, [*written, forged])
+    assert log.verify().ok
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 1
+    log_id = written[0]["log"]["id"]
+    assert f"record {N + 1} of log {log_id}: in the file but not in the team Stream" in (
+        result.stdout
+    )
+    assert "records 1–" not in result.stdout  # the genuine ones still match
+
+
+def test_log_and_head_deleted(log: AuditLog, redis_srv: RunningServer, stream: str) -> None:
+    written = write_anchored(log, redis_srv.url, stream)
+    log.path.unlink()
+    log.head_path.unlink()
+    assert log.verify().ok  # "OK: 0 records" locally: that was the bug
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 1
+    assert "OK:" not in result.stdout
+    log_id = written[0]["log"]["id"]
+    assert f"log {log_id} of this account" in result.stdout
+    assert f"{N} records up to record {N}" in result.stdout
+    assert f"was at {log.path}" in result.stdout
+    assert "deleted or replaced" in result.stdout
+
+
+def test_log_replaced_by_a_fresh_one(log: AuditLog, redis_srv: RunningServer, stream: str) -> None:
+    """Deleted, then new actions written: the new log is anchored, the old one is missed."""
+    old = write_anchored(log, redis_srv.url, stream)
+    log.path.unlink()
+    log.head_path.unlink()
+    new = write_anchored(AuditLog(log.path), redis_srv.url, stream, count=3)
+    assert new[0]["log"]["id"] != old[0]["log"]["id"]
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 1
+    assert f"log {old[0]['log']['id']} of this account" in result.stdout
+    assert f"3 copies of log {new[0]['log']['id']}" in result.stdout
+
+
+def test_a_record_removed_and_the_rest_renumbered(
+    log: AuditLog, redis_srv: RunningServer, stream: str
+) -> None:
+    written = write_anchored(log, redis_srv.url, stream)
+    rewrite(log, [*written[:4], *written[5:]])
+    assert log.verify().ok
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 1
+    log_id = written[0]["log"]["id"]
+    assert f"records 5–{N - 1} of log {log_id}: not as the team Stream has it" in result.stdout
+    assert f"record {N} of log {log_id}: in the team Stream but not in the file" in result.stdout
+
+
+def test_two_operators_logs_share_the_stream_without_colliding(
+    tmp_path: Path, redis_srv: RunningServer, stream: str
+) -> None:
+    """Both logs have records 1–N; their copies are told apart by log id, not by seq."""
+    alice = AuditLog(tmp_path / "alice" / "audit.jsonl")
+    bob = AuditLog(tmp_path / "bob" / "audit.jsonl")
+    write_anchored(alice, redis_srv.url, stream)
+    write_anchored(bob, redis_srv.url, stream)
+    for each in (alice, bob):
+        result = verify(each, redis_srv.url, stream)
+        assert result.code == 0, result.stdout
+        assert f"{N} copies of log" in result.stdout
+
+
+def test_a_trimmed_stream_is_reported(log: AuditLog, redis_srv: RunningServer, stream: str) -> None:
+    """XADD … MAXLEN is an XADD: the ACL cannot tell it apart, XINFO's counter can."""
+    import redis
+
+    write_anchored(log, redis_srv.url, stream)
+    client = redis.Redis.from_url(redis_srv.url)
+    try:
+        client.xadd(stream, {"note": "trim"}, maxlen=3, approximate=False)
+    finally:
+        client.close()
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 1
+    assert f"the team Stream {stream} has lost {N + 1 - 3} of its {N + 1} entries" in result.stdout
+
+
+def test_the_stream_unreachable_checks_only_the_local_chain(log: AuditLog, stream: str) -> None:
+    log.append(action_id="a", transition="proposed", action="rebuild-pod", target=POD)
+    nobody = f"redis://127.0.0.1:{free_port()}/0"
+    result = verify(log, nobody, stream)
+    assert result.code == 3, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "OK: 1 record, chain intact"
+    assert lines[1].startswith(f"LOCAL ONLY: the team Stream {stream} is unreachable")
+    assert lines[1].endswith("only the local chain was checked")
+    # A problem the local chain shows is found whatever the Stream: exit 1, not 3.
+    log.path.write_bytes(log.path.read_bytes().replace(b"vllm-0", b"vllm-1"))
+    result = verify(log, nobody, stream)
+    assert result.code == 1
+    assert "LOCAL ONLY" in result.stdout
