@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlsplit
 
 from oncall.errors import OncallError
-from oncall.model.action_params import ActionName
+from oncall.model.action_params import ACTION_PARAMS, ActionName
 
 if TYPE_CHECKING:
     from oncall.settings import Settings
@@ -227,8 +227,9 @@ def check_fields(fields: Mapping[str, Any]) -> None:
     if fields.get("transition") not in TRANSITIONS:
         problems.append(f"transition must be one of {', '.join(TRANSITIONS)}")
     review = fields.get("transition") == "acknowledged"
+    # ACTION_PARAMS, not the ACTIONS snapshot: the registry's names as they are now.
     if (fields.get("action") == REVIEW_ACTION) != review or (
-        not review and fields.get("action") not in ACTIONS
+        not review and fields.get("action") not in ACTION_PARAMS
     ):
         problems.append(
             f"action must be one of {', '.join(ACTIONS)} ({REVIEW_ACTION} with acknowledged)"

@@ -169,6 +169,10 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
             print(f"to undo: oncall remediate rollback {outcome.action_id}")
         for problem in r.mirror_errors:
             print(f"oncall: audit mirror: {problem}", file=sys.stderr)
+        for problem in r.audit_incomplete:  # after a change: loud, and never exit 0
+            print(f"oncall: AUDIT INCOMPLETE: {problem}", file=sys.stderr)
+    if r.audit_incomplete:
+        return EXIT_FOUND
     return EXIT_OK if outcome.status == "verified" else EXIT_FOUND
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from oncall.audit.log import AuditLog
-from oncall.audit.records import actor_now, new_action_id, secrets_of
+from oncall.audit.records import AuditError, actor_now, new_action_id, secrets_of
 from oncall.errors import BackendError
 from oncall.model.write_path import (
     Confirm,
@@ -110,6 +110,8 @@ class Remediator:
         self.evidence = evidence
         self.alert_still_firing = alert_still_firing
         self.mirror_errors: list[str] = []
+        #: Outcome records that could not be written after a change (shown loudly; exit 1).
+        self.audit_incomplete: list[str] = []
 
     @classmethod
     def from_settings(
@@ -256,12 +258,12 @@ class Remediator:
             await lease.release(plan)
         if rollback_of and done.status == "verified":
             original = _Run(rollback_of, plan)
-            await self._record(
-                original, "rolled_back", outcome=done.message,
+            await self._record_after(
+                original, say, "rolled_back", outcome=done.message,
                 detail={"by_action": done.action_id},
             )  # fmt: skip
             run.records.extend(original.records)
-            return run.end(done.status, done.message)
+            return self._end(run, done.status, done.message)
         return done
 
     async def rollback_plan(self, action_id: str) -> Plan:
@@ -301,28 +303,50 @@ class Remediator:
         except BackendError as exc:  # fail closed: an action we cannot count does not run
             verdict = GuardVerdict("rate limit", False, f"guard state unavailable: {exc}", {})
             return await self._refuse(run, verdict)
-        await self._record(run, "started", request=plan.request)
+        try:
+            await self._record(run, "started", request=plan.request)
+        except AuditError as exc:
+            # Write-ahead: no `started` on disk, no execution. The refusal cannot be written
+            # either; the front end shows it.
+            verdict = GuardVerdict("audit", False, f"the started record was not written: {exc}", {})
+            return run.end("refused", f"refused (audit): nothing was changed — {exc}", verdict)
         started = time.monotonic()
         try:
             result = await action.execute(plan, self.clients)
         except BackendError as exc:
             with contextlib.suppress(BackendError):  # the failure is audited either way
                 await self.guards.breaker.record_failure(plan.target.key, str(exc))
-            await self._record(
-                run, "failed", outcome=str(exc), duration_s=round(time.monotonic() - started, 3)
-            )
-            return run.end("failed", f"failed, nothing changed: {exc}")
+            await self._record_after(
+                run, say, "failed", outcome=str(exc),
+                duration_s=round(time.monotonic() - started, 3),
+            )  # fmt: skip
+            return self._end(run, "failed", f"failed, nothing changed: {exc}")
         await self.guards.breaker.record_success()
-        await self._record(
-            run, "succeeded", outcome=result, duration_s=round(time.monotonic() - started, 3)
+        await self._record_after(
+            run, say, "succeeded", outcome=result, duration_s=round(time.monotonic() - started, 3)
         )
         say("executed; verifying")
         verified, detail = await action.verify(plan, self.clients, result, say)
-        await self._record(
-            run, "verified", outcome={"ok": verified, "detail": detail},
+        await self._record_after(
+            run, say, "verified", outcome={"ok": verified, "detail": detail},
             duration_s=round(time.monotonic() - started, 3),
         )  # fmt: skip
-        return run.end("verified" if verified else "unverified", detail)
+        return self._end(run, "verified" if verified else "unverified", detail)
+
+    async def _record_after(self, run: _Run, say: Progress, transition: str, **fields: Any) -> None:
+        """An outcome record after the change ran: one that cannot be written is shown at once
+        and does not stop the verification (the change happened either way)."""
+        try:
+            await self._record(run, transition, **fields)
+        except AuditError as exc:
+            text = f"the {transition} record of action {run.action_id} was not written: {exc}"
+            self.audit_incomplete.append(text)
+            say(f"AUDIT INCOMPLETE: {text}")
+
+    def _end(self, run: _Run, status: OutcomeStatus, message: str) -> Outcome:
+        if self.audit_incomplete:
+            message += " — audit incomplete: the change is not fully recorded"
+        return run.end(status, message)
 
     async def _refuse(self, run: _Run, verdict: GuardVerdict) -> Outcome:
         await self._record(
