@@ -29,14 +29,16 @@ def run_on_terminal(
     *,
     env: dict[str, str] | None = None,
     timeout: float = 120.0,
+    module: str = "oncall",
 ) -> TerminalRun:
     """`python -m oncall ARGS` on a pty; for each (prompt text, answer) in order, wait for the
     prompt in the output, then type the answer (a callable gets the output so far: it may act,
-    e.g. change the cluster behind the preview's back, and returns the text to type)."""
+    e.g. change the cluster behind the preview's back, and returns the text to type). `module`:
+    another entry point that ends in oncall's (a test's wrapper around it)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
     master, slave = os.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "oncall", *args],
+        [sys.executable, "-m", module, *args],
         stdin=slave, stdout=slave, stderr=slave, env={**base, **(env or {})}, close_fds=True,
     )  # fmt: skip
     os.close(slave)
