@@ -218,7 +218,9 @@ def _log_id(record: Record) -> str | None:
 def _line_key(line: LogLine) -> str:
     """A line scar's identity: its number and its bytes (an acknowledged line edited again is
     a new scar)."""
-    return f"line:{line.number}:{hashlib.sha256(line.raw).hexdigest()}"
+    # Without its newline: the next append ends a torn last line, which is no new scar.
+    digest = hashlib.sha256(line.raw.rstrip(b"\n")).hexdigest()
+    return f"line:{line.number}:{digest}"
 
 
 def _judge_head(
