@@ -222,3 +222,25 @@ def test_the_stream_unreachable_checks_only_the_local_chain(log: AuditLog, strea
     result = verify(log, nobody, stream)
     assert result.code == 1
     assert "LOCAL ONLY" in result.stdout
+
+
+def test_a_backdated_record_forged_into_both_is_flagged_by_its_arrival(
+    log: AuditLog, redis_srv: RunningServer, stream: str
+) -> None:
+    """Someone who can XADD (an operator) forges a record in the file and in the Stream: the
+    Stream's entry id is Redis's clock at arrival, which a backdated record cannot match."""
+    written = write_anchored(log, redis_srv.url, stream)
+    forged = {**written[-1], "transition": "declined", "ts": "2026-01-01T00:00:00.000Z"}
+    rewrite(log, [*written, forged])
+    last = json.loads(log.path.read_bytes().splitlines()[-1])
+
+    async def smuggle() -> None:
+        async with RedisClient(redis_srv.url, timeout=2.0) as client:
+            await mirror_to_stream(RedisWriter(client), stream, last)
+
+    asyncio.run(smuggle())
+    result = verify(log, redis_srv.url, stream)
+    assert result.code == 1
+    assert f"record {N + 1} of log {written[0]['log']['id']}: reached the team Stream more" in (
+        result.stdout
+    )
