@@ -76,7 +76,7 @@ def max_num_seqs_patch(
             f"default); add it to the Deployment's args, e.g. {FLAG}={new_value}"
         )
     if parsed.problem or not parsed.editable or parsed.text is None:
-        why = parsed.problem or "its value cannot be located"
+        why = parsed.problem or parsed.edit_problem or "its value cannot be located"
         raise ValueError(f"{FLAG} of container {name!r} cannot be patched: {why}")
     if parsed.value == new_value:
         raise ValueError(f"{FLAG} of container {name!r} is already {new_value}")

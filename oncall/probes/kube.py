@@ -19,7 +19,9 @@ from pydantic import Field
 
 from oncall.backends.kube import BACKEND, CLUSTER_SCOPED_KINDS, KubeReader, rollout_status_of
 from oncall.errors import BackendError
-from oncall.model.vllm_args import parse_max_num_seqs
+from oncall.model.kube_expansion import Env
+from oncall.model.max_num_seqs_rule import default_from_labels
+from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
 from oncall.probes.kube_facts import (
@@ -192,9 +194,14 @@ async def run_deployment(ctx: ProbeContext, params: DeploymentParams) -> Facts:
     - `rollout_complete` (the rule of `kubectl rollout status`), `rollout_message` (its text).
     - `containers`: [{`name`, `image`, `command`, `args` (lists, empty when unset),
       `max_num_seqs` (int, None when not literal in the spec), `max_num_seqs_form` ("equals",
-      "separate", "shell", "config", "default"; see `oncall.model.vllm_args`)}].
-    - `max_num_seqs`, `max_num_seqs_form`, `max_num_seqs_container`: of the `container`
-      parameter, else the first container mentioning vllm, else the first.
+      "separate", "shell", "config", "default"; see `oncall.model.vllm_args`; `$(VAR)` is
+      read from the container's `env`), `max_num_active_seqs` (int or None, the real cap on
+      running sequences, ≤ max_num_seqs), `max_num_active_seqs_form`}].
+    - `max_num_seqs`, `max_num_seqs_form`, `max_num_seqs_container`, `max_num_active_seqs`: of
+      the `container` parameter, else the first container mentioning vllm, else the first.
+    - `max_num_seqs_default`: when max_num_seqs is unset, vLLM's default as text, from the GPU
+      feature discovery labels of the pod's nodeSelector ("default: 256 or 1024 depending on
+      GPU" when it names no GPU); None when it is set.
 
     A `container` parameter naming no container of the deployment is a "not found" error.
     """
@@ -205,7 +212,9 @@ async def run_deployment(ctx: ProbeContext, params: DeploymentParams) -> Facts:
     containers: list[Facts] = []
     for c in ((spec.get("template") or {}).get("spec") or {}).get("containers") or []:
         command, args = list(c.get("command") or []), list(c.get("args") or [])
-        parsed = parse_max_num_seqs(command, args)
+        env = Env.of_container(c)
+        parsed = parse_max_num_seqs(command, args, env)
+        active = parse_max_num_active_seqs(command, args, env)
         containers.append(
             {
                 "name": c.get("name"),
@@ -214,6 +223,8 @@ async def run_deployment(ctx: ProbeContext, params: DeploymentParams) -> Facts:
                 "args": args,
                 "max_num_seqs": parsed.value,
                 "max_num_seqs_form": parsed.form,
+                "max_num_active_seqs": active.value,
+                "max_num_active_seqs_form": active.form,
             }
         )
     chosen = _vllm_container(containers, params.container)
@@ -240,7 +251,18 @@ async def run_deployment(ctx: ProbeContext, params: DeploymentParams) -> Facts:
         "max_num_seqs": chosen["max_num_seqs"] if chosen else None,
         "max_num_seqs_form": chosen["max_num_seqs_form"] if chosen else None,
         "max_num_seqs_container": chosen["name"] if chosen else None,
+        "max_num_active_seqs": chosen["max_num_active_seqs"] if chosen else None,
+        "max_num_seqs_default": _default_text(spec, chosen),
     }
+
+
+def _default_text(spec: Facts, chosen: Facts | None) -> str | None:
+    """vLLM's default max-num-seqs for this pod template, when the container sets none."""
+    if chosen is None or chosen["max_num_seqs_form"] != "default":
+        return None
+    selector = ((spec.get("template") or {}).get("spec") or {}).get("nodeSelector")
+    source = "the pod's nodeSelector (GPU feature discovery labels)"
+    return default_from_labels(selector, source).text()
 
 
 def deployment_equivalent(ctx: ProbeContext, params: DeploymentParams) -> str:

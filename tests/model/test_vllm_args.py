@@ -182,6 +182,8 @@ def test_facts_are_json_able() -> None:
         "config_file": None,
         "occurrences": 1,
         "problem": None,
+        "edit_problem": None,
+        "from_env": [],
     }
 
 

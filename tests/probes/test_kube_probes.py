@@ -39,6 +39,7 @@ from tests.drill.kube.conftest import wait_until
 from tests.harness.faults import http_stub, refused_port, silent_listener
 
 NS = "ai"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kube"
 PROBES = {p.name: p for p in kube.PROBES}
 SH_SCRIPT = "exec vllm serve qwen --trust-remote-code --max_num_seqs 64"
 
@@ -239,16 +240,46 @@ async def test_deployment_facts_and_max_num_seqs(cluster: Cluster) -> None:
                 "args": ["--model", "qwen", "--max-num-seqs", "256"],
                 "max_num_seqs": 256,
                 "max_num_seqs_form": "separate",
+                "max_num_active_seqs": None,
+                "max_num_active_seqs_form": "default",
             }
         ],
         "max_num_seqs": 256,
         "max_num_seqs_form": "separate",
         "max_num_seqs_container": "vllm",
+        "max_num_active_seqs": None,
+        "max_num_seqs_default": None,
     }
     shell = await run(cluster.settings(), "kube.deployment", name="vllm-sh", container="vllm")
     assert (shell["max_num_seqs"], shell["max_num_seqs_form"]) == (64, "shell")
     assert shell["containers"][0]["command"] == ["/bin/sh", "-c"]
     assert shell["containers"][0]["args"] == [SH_SCRIPT]
+
+
+async def test_deployment_facts_read_env_abbreviations_and_active_seqs(cluster: Cluster) -> None:
+    """A Deployment recorded in fixtures/kube (see its README), served by the apiserver sim."""
+    recorded = json.loads((FIXTURES / "deployment-vllm-env-active.json").read_text())
+    body = {key: recorded[key] for key in ("apiVersion", "kind", "spec")}
+    body["metadata"] = {"name": "vllm-recorded", "labels": {"app": "vllm-recorded"}}
+    body["spec"]["selector"] = {"matchLabels": {"app": "vllm-recorded"}}
+    body["spec"]["template"]["metadata"]["labels"] = {"app": "vllm-recorded"}
+    unset = json.loads(json.dumps(body))
+    unset["metadata"]["name"] = "vllm-recorded-default"
+    args = unset["spec"]["template"]["spec"]["containers"][0]["args"]
+    del args[3:6]  # no --max-num-seq, no --max_num_active_seqs
+    for obj in (body, unset):
+        cluster.call(lambda obj=obj: cluster.sim.store.create(DEPLOYMENTS, obj, NS))
+    try:
+        facts = await run(cluster.settings(), "kube.deployment", name="vllm-recorded")
+        assert (facts["max_num_seqs"], facts["max_num_seqs_form"]) == (128, "equals")
+        assert facts["max_num_active_seqs"] == 64
+        assert facts["max_num_seqs_default"] is None
+        default = await run(cluster.settings(), "kube.deployment", name="vllm-recorded-default")
+        assert (default["max_num_seqs"], default["max_num_active_seqs"]) == (None, None)
+        assert default["max_num_seqs_default"].startswith("default: 1024 (NVIDIA-H100-80GB-HBM3")
+    finally:
+        for name in ("vllm-recorded", "vllm-recorded-default"):
+            cluster.call(lambda name=name: cluster.sim.store.delete(DEPLOYMENTS, NS, name))
 
 
 async def test_deployment_rollout_in_progress_after_a_patch(cluster: Cluster) -> None:
