@@ -6,7 +6,9 @@ so `parse_argv` takes every form vLLM itself accepts and turns it into a `SimCon
 * `vllm serve MODEL ...`, `python3 -m vllm.entrypoints.openai.api_server --model MODEL ...`,
   or just the flags;
 * `--flag value` and `--flag=value`; underscores for dashes (`--max_num_seqs 8`), as vLLM's
-  FlexibleArgumentParser allows;
+  FlexibleArgumentParser allows; abbreviations (`--max-num-seq=8`), as argparse's
+  `allow_abbrev` (left on by vLLM) reads them: a unique prefix of a known option names it, a
+  prefix of several is an error (`ambiguous option`), as it is for vLLM;
 * one shell string (`["/bin/sh", "-c", "vllm serve m --max_num_seqs 8"]`, or only that string);
 * `--config FILE` with YAML keys (precedence: command line > config file > defaults);
 * repeated flags: the last one wins, as with argparse.
@@ -68,6 +70,7 @@ _VALUE_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "host": ("host", str),
     "port": ("port", int),
     "max-num-seqs": ("max_num_seqs", int),
+    "max-num-active-seqs": ("max_num_active_seqs", int),
     "kv-capacity-tokens": ("kv_capacity_tokens", int),
     "num-gpu-blocks-override": ("num_gpu_blocks_override", int),
     "block-size": ("block_size", int),
@@ -93,6 +96,15 @@ _CONFIG_FLAG = "config"
 #: Prefixes of vLLM switches that never take a value, so the next token stays positional.
 _SWITCH_PREFIXES = ("enable-", "disable-", "no-")
 _SWITCHES = frozenset({"trust-remote-code", "enforce-eager", "headless", "async-scheduling"})
+#: vLLM options the simulator does not model whose names begin like ones it does, so that an
+#: abbreviation is ambiguous exactly when it is for vLLM (vllm/engine/arg_utils.py).
+_VLLM_LOOKALIKES = frozenset(
+    {
+        "max-num-batched-tokens", "max-num-partial-prefills", "max-long-partial-prefills",
+        "max-logprobs", "max-loras", "max-lora-rank", "max-cpu-loras", "max-cudagraph-capture-size",
+        "max-parallel-loading-workers", "model-impl", "model-loader-extra-config",
+    }
+)  # fmt: skip
 _PROGRAMS = frozenset({"vllm", "python", "python3", "exec"})
 _SHELLS = frozenset({"sh", "bash", "dash", "ash"})
 _DEFAULT_KV_TOKENS = 65536
@@ -158,6 +170,27 @@ def _set_value(scan: _Scan, name: str, raw: Any, origin: str) -> None:
         scan.problems.append(f"{origin}: --{name}: invalid value {raw!r}")
 
 
+def _known_names() -> frozenset[str]:
+    return frozenset(
+        {*_VALUE_FLAGS, *_BOOL_FLAGS, *(f"no-{b}" for b in _BOOL_FLAGS), _MULTI_FLAG, _CONFIG_FLAG}
+    )
+
+
+def _unabbreviate(name: str, scan: _Scan) -> str:
+    """The option argparse takes `name` for: itself when known, else the one known option it
+    is a prefix of; a prefix of several is recorded as argparse's error."""
+    known = _known_names()
+    if name in known or name in _VLLM_LOOKALIKES or not name:
+        return name
+    matches = sorted(o for o in known | _VLLM_LOOKALIKES if o.startswith(name))
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        listed = ", ".join(f"--{m}" for m in matches)
+        scan.problems.append(f"argv: ambiguous option: --{name} could match {listed}")
+    return name
+
+
 def _scan_tokens(tokens: Sequence[str]) -> tuple[_Scan, str | None]:
     """One pass over the flags; returns the scan and the --config path, if any."""
     scan = _Scan()
@@ -171,7 +204,11 @@ def _scan_tokens(tokens: Sequence[str]) -> tuple[_Scan, str | None]:
             continue
         body = token.lstrip("-")
         raw_name, has_inline, inline = body.partition("=")
-        name = raw_name.replace("_", "-")
+        name = (
+            _unabbreviate(raw_name.replace("_", "-"), scan)
+            if token.startswith("--")
+            else raw_name.replace("_", "-")
+        )
         if name in _BOOL_FLAGS or (name.startswith("no-") and name[3:] in _BOOL_FLAGS):
             positive = name in _BOOL_FLAGS
             key = name if positive else name[3:]

@@ -49,6 +49,9 @@ class SimConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     max_num_seqs: int = 256
+    #: vLLM's --max-num-active-seqs (PR #56758): caps RUNNING admission, must be ≤
+    #: max_num_seqs; None means the same as max_num_seqs.
+    max_num_active_seqs: int | None = None
     #: KV-cache capacity in tokens (vLLM: `GPU KV cache size: N tokens`).
     kv_capacity_tokens: int = 65536
     block_size: int = 16
@@ -92,6 +95,13 @@ class SimConfig:
         return VLLM_VERSIONS[self.metrics_version]
 
     @property
+    def running_cap(self) -> int:
+        """How many sequences may run at once: --max-num-active-seqs, else --max-num-seqs."""
+        if self.max_num_active_seqs is None:
+            return self.max_num_seqs
+        return min(self.max_num_seqs, self.max_num_active_seqs)
+
+    @property
     def num_gpu_blocks(self) -> int:
         """KV capacity in blocks, as `vllm:cache_config_info` reports it."""
         return self.kv_capacity_tokens // self.block_size
@@ -106,6 +116,8 @@ class SimConfig:
             )
         if self.max_num_seqs < 1:
             out.append(f"--max-num-seqs must be >= 1, not {self.max_num_seqs}")
+        if self.max_num_active_seqs is not None and self.max_num_active_seqs < 1:
+            out.append(f"--max-num-active-seqs must be >= 1, not {self.max_num_active_seqs}")
         if self.kv_capacity_tokens < 1:
             out.append(f"--kv-capacity-tokens must be >= 1, not {self.kv_capacity_tokens}")
         if self.max_model_len < 2:
@@ -130,7 +142,14 @@ class SimConfig:
 
     def startup_error(self) -> str | None:
         """The error vLLM dies with at startup when one max-length request cannot fit in the
-        KV cache (backends.md §1.7); None when the cache is large enough."""
+        KV cache (backends.md §1.7), or when --max-num-active-seqs exceeds --max-num-seqs
+        (vLLM's SchedulerConfig refuses that at start-up, PR #56758); None when neither."""
+        active = self.max_num_active_seqs
+        if active is not None and active > self.max_num_seqs:
+            return (
+                f"ValueError: max_num_active_seqs ({active}) must be less than or equal to "
+                f"max_num_seqs ({self.max_num_seqs})."
+            )
         if self.max_model_len <= self.kv_capacity_tokens:
             return None
         return (

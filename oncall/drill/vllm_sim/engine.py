@@ -6,7 +6,10 @@ Tests drive `step()` by hand, which makes the model fully deterministic.
 
 The model, after vLLM's V1 scheduler (backends.md §1.6, §1.7):
 
-* at most `max_num_seqs` sequences run; the rest wait in FIFO order;
+* at most `max_num_seqs` sequences run (`--max-num-active-seqs` when it is lower); the rest
+  wait in FIFO order. Above the number of sequences the KV cache holds, the cap has no effect
+  (the cache is the limit); below it, fewer sequences share the cache: KV usage falls,
+  preemptions stop, more requests wait;
 * a running sequence holds KV tokens for its prompt and what it generated so far;
 * a waiting sequence is admitted only when its tokens fit in the free KV cache;
 * admitted sequences prefill (prompt at `prefill_tokens_per_second`), emit the first token,
@@ -275,7 +278,7 @@ class Engine:
 
     def _admit(self) -> None:
         free = self.config.kv_capacity_tokens - self.kv_used
-        while self.waiting and len(self.running) < self.config.max_num_seqs:
+        while self.waiting and len(self.running) < self.config.running_cap:
             seq = self.waiting[0]
             if seq.kv_tokens > free:
                 break  # FIFO: the head of the queue waits for space

@@ -166,3 +166,36 @@ def test_help_prints_usage(flag: str, capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr().out
     assert out.startswith("usage:")
     assert "--max-num-seqs" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--model", "m", "--max-num-seq=12"],
+        ["--model", "m", "--max-num-s", "12"],
+        ["--model", "m", "--max_num_seq", "12"],
+        ["/bin/sh", "-c", "vllm serve m --max-num-seq 12"],
+    ],
+)
+def test_abbreviated_flags_as_argparse_reads_them(argv: list[str]) -> None:
+    assert parse_argv(argv).config.max_num_seqs == 12
+
+
+@pytest.mark.parametrize("flag", ["--max-num", "--max-num-", "--max"])
+def test_an_ambiguous_abbreviation_is_an_error(flag: str) -> None:
+    with pytest.raises(ArgvError, match="ambiguous option") as caught:
+        parse_argv(["--model", "m", flag, "12"])
+    assert "--max-num-seqs" in str(caught.value) and "--max-num-batched-tokens" in str(caught.value)
+
+
+def test_max_num_active_seqs_is_read_and_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    config = parse_argv(["--model", "m", "--max-num-seqs", "64", "--max_num_active_seqs=16"]).config
+    assert (config.max_num_seqs, config.max_num_active_seqs, config.running_cap) == (64, 16, 16)
+    assert parse_argv(["--model", "m", "--max-num-a", "8"]).config.max_num_active_seqs == 8
+    # Above --max-num-seqs vLLM refuses to start (ValueError), and so does the simulator.
+    code = main(["--model", "m", "--max-num-seqs", "8", "--max-num-active-seqs", "16"])
+    assert code != 0
+    captured = capsys.readouterr()
+    assert "max_num_active_seqs (16) must be less than or equal to max_num_seqs (8)" in (
+        captured.err + captured.out
+    )
