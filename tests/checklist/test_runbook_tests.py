@@ -30,11 +30,16 @@ GPU_FULL = """\
   - name: wrong expectations
     facts:
       gpu_memory: {count: 1, max_memory_used_ratio: 0.99, min_memory_free_mib: 9000}
+      deployment: {rollout_complete: true, unavailable_replicas: 0, ready_replicas: 2,
+                   replicas: 2, max_num_seqs: 256, max_num_active_seqs: null,
+                   max_num_seqs_default: null}
+      kv_cache: {tokens_per_s: 9.0, running: 512.0, kv_cache_usage: 0.99,
+                 preemptions_per_s: 1.0, waiting: 3.0, busiest_pod: vllm-a}
     expect:
       steps: {gpu_memory: ok, pods: {status: ok, summary_contains: "Ready"}}
       proposals:
-        - {id: lower-max-num-seqs, params: {value: 64}}
-        - {id: rebuild-busiest-pod}
+        - {id: lower-max-num-seqs-kv, params: {value: 32}}
+        - {id: raise-max-num-seqs}
   - name: right expectations
     facts:
       gpu_memory: {count: 1, max_memory_used_ratio: 0.99, min_memory_free_mib: 9000}
@@ -55,10 +60,10 @@ def test_mismatches_are_reported_as_expected_versus_got(tmp_path: Path) -> None:
         "  step pods: expected ok, got unknown (recorded at kube.pods: no recorded facts)" in lines
     )
     assert (
-        "  proposals: expected [lower-max-num-seqs, rebuild-busiest-pod], got [lower-max-num-seqs]"
-        in lines
+        "  proposals: expected [lower-max-num-seqs-kv, raise-max-num-seqs], "
+        "got [lower-max-num-seqs-kv, rebuild-busiest-pod]" in lines
     )
-    assert "  proposal lower-max-num-seqs params.value: expected 64, got 256" in lines
+    assert "  proposal lower-max-num-seqs-kv params.value: expected 32, got 64" in lines
     assert lines[-1] == "FAILED: 1 test files, 2 tests, 1 passed, 1 failed"
 
 
