@@ -18,7 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
-PACK_NAMES = ("ai-service", "platform")
+PACK_NAMES = ("ai-service", "platform", "vllm")
 EXPECTED: dict[str, set[str]] = {
     "ai-service": {
         "LLMHighP99Latency",
@@ -34,6 +34,14 @@ EXPECTED: dict[str, set[str]] = {
         "GPUXidError",
         "RedisHitRateLow",
         "PrometheusScrapeFailing",
+    },
+    "vllm": {
+        "VllmE2ELatencyP99High",
+        "VllmTTFTP99High",
+        "VllmQueueTimeP99High",
+        "VllmKVCacheSaturated",
+        "VllmEngineRestarted",
+        "VllmRequestErrorsHigh",
     },
 }
 ANNOTATIONS = ("summary", "description", "runbook", "runbook_url")
@@ -183,6 +191,10 @@ BREAKAGES = [
     pytest.param("ai-service", "for: 2m\n", "for: 3m\n", "LLMHighP99Latency", id="for-longer"),
     pytest.param("platform", "> 0.95\n", "> 0.94\n", "GPUMemoryHigh", id="threshold-lowered"),
     pytest.param("platform", "[1h]", "[5m]", "GPUXidError", id="window-shortened"),
+    pytest.param("vllm", "> 0.9\n", "> 0.8\n", "VllmKVCacheSaturated", id="vllm-kv-lowered"),
+    pytest.param(
+        "vllm", "[1m]))) > 0.5\n", "[1m]))) > 0.7\n", "VllmQueueTimeP99High", id="vllm-queue"
+    ),
 ]
 
 
