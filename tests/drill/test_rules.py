@@ -55,3 +55,14 @@ def test_deploy_names_the_broken_file(tmp_path: Path) -> None:
         deploy_rules([broken], tmp_path / "out", 0.5)
     with pytest.raises(DrillError, match="not found"):
         deploy_rules([tmp_path / "absent"], tmp_path / "out", 0.5)
+
+
+def test_the_drill_deploys_every_pack_of_the_checkout(tmp_path: Path) -> None:
+    """`drill up` deploys the `alerts/` folder: the vllm pack with the others, scaled."""
+    alerts = Path(__file__).resolve().parents[2] / "alerts"
+    copies = {p.name: p for p in deploy_rules([alerts], tmp_path / "rules", 0.05)}
+    assert {"ai-service.yaml", "platform.yaml", "vllm.yaml"} <= set(copies)
+    rules = yaml.safe_load(copies["vllm.yaml"].read_text())["groups"][0]["rules"]
+    by_name = {r["alert"]: r for r in rules}
+    assert by_name["VllmE2ELatencyP99High"]["for"] == "6s"  # 2m x 0.05
+    assert "for" not in by_name["VllmEngineRestarted"]

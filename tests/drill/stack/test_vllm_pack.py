@@ -1,0 +1,137 @@
+"""The gateway-free `vllm` pack in the drill: its alerts fire under `kv-cache-pressure` and
+`model-stuck`, as Prometheus evaluates them from what it scraped of the simulated vLLM pods and
+kube-state-metrics; and the `--max-num-seqs` change the LLMHighP99Latency checklist proposes
+under `kv-cache-pressure`, applied as a Deployment patch and rollout, brings back the signal
+the checklist judged on (no preemptions, KV cache under 90%).
+
+Each test is one inject/clear cycle on the shared drill (run one at a time: ~80 s each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from oncall.backends.prometheus import PrometheusClient
+from tests.cli_runner import run_oncall
+from tests.drill.stack.conftest import Drill
+from tests.drill.stack.remediation_helpers import remediate
+from tests.drill.stack.test_remediation_actions import pod_caps
+from tests.harness.processes import eventually
+
+
+async def firing(prom: PrometheusClient, alert: str) -> bool:
+    """Prometheus' own rule state (the drill deploys alerts/vllm.yaml): `ALERTS` says firing."""
+    samples = await prom.query(f'ALERTS{{alertname="{alert}", alertstate="firing", pack="vllm"}}')
+    return bool(samples)
+
+
+async def check(drill: Drill, alert: str) -> dict[str, Any]:
+    """`oncall check ALERT -o json` with the drill's settings."""
+    config = str(drill.directory / "oncall.yaml")
+    result = await asyncio.to_thread(
+        run_oncall, "--config", config, "check", alert, "-o", "json", timeout=60
+    )
+    assert result.code in (0, 1, 3), result.stderr  # never a crash or a usage error
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def step_of(report: dict[str, Any], step: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(s for s in report["steps"] if s["id"] == step)
+    return found
+
+
+async def test_vllm_pack_fires_under_model_stuck(drill: Drill) -> None:
+    async with PrometheusClient(drill.prometheus, timeout=2) as prom:
+
+        async def quiet() -> bool:
+            return not await firing(prom, "VllmE2ELatencyP99High")
+
+        await eventually(quiet, within=90, what="VllmE2ELatencyP99High inactive before")
+        drill.cli("inject", "model-stuck")
+        try:
+            await eventually(
+                lambda: firing(prom, "VllmE2ELatencyP99High"),
+                within=90,
+                what="VllmE2ELatencyP99High firing under model-stuck",
+            )
+        finally:
+            drill.cli("clear")
+
+
+async def test_kv_pressure_fires_the_pack_and_the_proposed_max_num_seqs_recovers(
+    drill: Drill, tmp_path: Path
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    action_id: str | None = None
+    async with PrometheusClient(drill.prometheus, timeout=2) as prom:
+        await eventually(
+            lambda: _not(firing(prom, "VllmKVCacheSaturated")),
+            within=90,
+            what="VllmKVCacheSaturated inactive before",
+        )
+        drill.cli("inject", "kv-cache-pressure")
+        try:
+            await eventually(
+                lambda: firing(prom, "VllmKVCacheSaturated"),
+                within=90,
+                what="VllmKVCacheSaturated firing under kv-cache-pressure",
+            )
+            proposal: dict[str, Any] = {}
+
+            async def judged_failing() -> bool:
+                report = await check(drill, "LLMHighP99Latency")
+                if step_of(report, "kv_cache")["status"] != "fail":
+                    return False
+                proposals = {p["id"]: p for p in report["proposals"]}
+                proposal.update(proposals["lower-max-num-seqs-kv"])
+                return True
+
+            await eventually(judged_failing, within=60, what="the kv_cache step failing")
+            assert proposal["error"] is None, proposal
+            value = int(proposal["params"]["value"])
+            assert 1 <= value < 64  # half of what runs per pod: the drill's pool holds ~15
+
+            run = await asyncio.to_thread(
+                remediate,
+                drill,
+                audit,
+                "set-max-num-seqs",
+                "vllm",
+                str(value),
+                answers=[("to confirm", "vllm")],
+            )
+            assert run.code == 0, run.output
+            found = re.search(r"rollback (\w+)", run.output)
+            assert found, run.output
+            action_id = found.group(1)
+            assert set(pod_caps(drill)) == {value}
+
+            async def recovered() -> bool:
+                report = await check(drill, "LLMHighP99Latency")
+                return bool(step_of(report, "kv_cache")["status"] in ("ok", "warn"))
+
+            # The signal the step judged: preemptions over the 20 s window back to 0, the KV
+            # cache under 90%; requests wait instead (a warn), as vLLM trades them.
+            await eventually(recovered, within=90, what="the kv_cache step recovering")
+            await eventually(
+                lambda: _not(firing(prom, "VllmKVCacheSaturated")),
+                within=90,
+                what="VllmKVCacheSaturated resolving after the change",
+            )
+        finally:
+            drill.cli("clear")
+            if action_id is not None:
+                back = await asyncio.to_thread(
+                    remediate, drill, audit, "rollback", action_id,
+                    answers=[("to confirm", "vllm")],
+                )  # fmt: skip
+                assert back.code == 0, back.output
+
+
+async def _not(condition: Any) -> bool:
+    return not await condition
