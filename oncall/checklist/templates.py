@@ -7,6 +7,9 @@ A string that is exactly one template without a spec keeps the expression's type
 else renders as text. Values are formatted with `format(value, spec)` only — no attribute
 access, no `str.format` — so a template can do nothing an expression cannot.
 
+The spec `join` writes a list as words: `{{ facts.reasons | join }}` is "BackOff, Created"
+(not "['BackOff', 'Created']"), an empty list "none"; each item as a value without a spec.
+
 None is "n/a" (with or without a spec); without a spec, floats have 4 significant
 digits and bools are true/false.
 `}}` cannot appear inside a template's expression (write nested map literals across parts).
@@ -23,6 +26,7 @@ from oncall.checklist.expressions import CompiledExpression, ExpressionError, co
 _PART = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 # A Python format spec for numbers and strings: [[fill]align][sign][#][0][width][,_][.prec][type]
 _SPEC = re.compile(r"(?:.?[<>=^])?[+\- ]?#?0?\d*[,_]?(?:\.\d+)?[bcdeEfFgGnosxX%]?")
+JOIN = "join"
 _SPEC_SPLIT = re.compile(r"^(.*[^|])\|(?!\|)([^|]*)$", re.DOTALL)
 
 
@@ -69,6 +73,10 @@ def format_value(value: object, spec: str | None) -> str:
     """Text of one template value; a spec that does not fit the value is an ExpressionError."""
     if value is None:
         return "n/a"  # whatever the spec: a missing number reads the same everywhere
+    if spec == JOIN:
+        if not isinstance(value, list | tuple):
+            raise ExpressionError(f"join applies to a list, not {value!r}")
+        return ", ".join(format_value(item, None) for item in value) or "none"
     if spec:
         try:
             return format(value, spec)
@@ -89,7 +97,7 @@ def compile_template(text: str, *, names: Collection[str]) -> Template:
         start = match.start(1)
         spec: str | None = None
         split = _SPEC_SPLIT.match(inner)
-        if split and _SPEC.fullmatch(split.group(2).strip()):
+        if split and (split.group(2).strip() == JOIN or _SPEC.fullmatch(split.group(2).strip())):
             inner, spec = split.group(1), split.group(2).strip() or None
         try:
             expression = compile_expression(inner.strip(), names=names)

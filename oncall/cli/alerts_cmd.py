@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -40,8 +41,13 @@ def when(status: RuleStatus, now: float) -> str:
     return ""
 
 
-def _value(value: float | None) -> str:
-    return "" if value is None else f"{value:.4g}"
+def _value(value: float | None, unit: str | None = None) -> str:
+    """The value in the unit its rule compares in: '2.25s', '9.1%', or '2'."""
+    if value is None:
+        return ""
+    if unit == "%" and math.isfinite(value):
+        return f"{value * 100:.4g}%"
+    return f"{value:.4g}s" if unit == "s" else f"{value:.4g}"
 
 
 def render_table(report: AlertsReport) -> str:
@@ -50,7 +56,7 @@ def render_table(report: AlertsReport) -> str:
     rows = [header]
     for s in report.statuses:
         note = s.error or ""
-        rows.append((s.rule.name, s.rule.severity, s.state.upper(), _value(s.value),
+        rows.append((s.rule.name, s.rule.severity, s.state.upper(), _value(s.value, s.rule.unit),
                      when(s, now), s.source, note[:60]))  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -74,6 +80,7 @@ def render_json(report: AlertsReport) -> str:
             "state": s.state,
             "source": s.source,
             "value": s.value,
+            "unit": s.rule.unit,
             "fires_in_s": s.fires_in_s,
             "firing_for_s": s.firing_for_s,
             "last_evaluation": s.last_evaluation,

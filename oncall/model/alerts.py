@@ -33,6 +33,10 @@ def failure_reason(exc: BackendError) -> FailureReason:
     return _NAMED.get(exc.reason, "other")
 
 
+#: The unit an alert's value and threshold are shown in: seconds or a percentage of a ratio.
+Unit = Literal["s", "%"]
+UNIT_ANNOTATION = "unit"
+
 #: A comparison against a number literal (`> 1.2`, `< bool 0.8`, `>= 1e3`) that ends the
 #: expression or a clause of `and`/`or`/`unless`: `x > 2 * y` compares against `2 * y`.
 _COMPARISON = re.compile(
@@ -74,6 +78,55 @@ def threshold_of(expr: str) -> tuple[str, float] | None:
     return None
 
 
+_SECONDS = re.compile(r"_seconds_(?:bucket|sum|count)\b|_seconds\b(?!_total)")
+_RATIO_NAME = re.compile(r"_(?:perc|ratio)\b")
+
+
+def unit_of(expr: str, annotations: dict[str, str] | None = None) -> Unit | None:
+    """The unit a rule compares in: the `unit` annotation when a pack sets it ("s", "%",
+    "none"), else inferred from the expression: a `*_seconds` histogram, sum/count or gauge →
+    seconds; a `*_perc` / `*_ratio` metric or a division (`rate(a) / rate(b)`) → a ratio,
+    shown as %. None: a count or anything else, shown as the bare number."""
+    given = (annotations or {}).get(UNIT_ANNOTATION, "").strip()
+    if given in ("s", "%"):
+        return "s" if given == "s" else "%"
+    if given:
+        return None
+    outside = _outside_selectors(expr)
+    if _SECONDS.search(outside):
+        return "s"
+    if _RATIO_NAME.search(outside) or "/" in outside:
+        return "%"
+    return None
+
+
+def _outside_selectors(expr: str) -> str:
+    """The expression without strings, label matchers `{…}`, ranges `[…]` and comments."""
+    kept: list[str] = []
+    depth, quote, index = 0, "", 0
+    while index < len(expr):
+        char = expr[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'`":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "#":
+            newline = expr.find("\n", index)
+            index = len(expr) if newline < 0 else newline
+            continue
+        elif depth == 0:
+            kept.append(char)
+        index += 1
+    return "".join(kept)
+
+
 @dataclass(frozen=True)
 class AlertRule:
     """One alerting rule of a Prometheus rule file, located in its file.
@@ -102,6 +155,11 @@ class AlertRule:
         """The operator and number the expression compares against (see `threshold_of`);
         parsed once per rule, not at every repaint of the board."""
         return threshold_of(self.expr)
+
+    @cached_property
+    def unit(self) -> Unit | None:
+        """The unit of its value and threshold on the board (see `unit_of`)."""
+        return unit_of(self.expr, self.annotations)
 
 
 @dataclass(frozen=True)

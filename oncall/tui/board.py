@@ -140,7 +140,7 @@ class BoardScreen(Screen[None]):
             (status.rule.name, None, state == "firing"),
             (when(status, now), None, False),
             (findings, colour, False),
-            (alert_value(status.value, status.rule.threshold), None, False),
+            (alert_value(status.value, status.rule.threshold, status.rule.unit), None, False),
             (self.history_of(status.rule.name, now), STATE_COLOUR[state], False),
             (f"{duration(now - evaluated)} ago" if evaluated is not None else "", None, False),
             (status.source, None, False),

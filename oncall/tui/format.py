@@ -81,13 +81,26 @@ def number(value: object) -> str:
     return str(value)
 
 
-def alert_value(value: float | None, threshold: tuple[str, float] | None = None) -> str:
+def alert_value(
+    value: float | None, threshold: tuple[str, float] | None = None, unit: str | None = None
+) -> str:
     """'1.84 > 1.2' (the value against the threshold its rule compares with), '> 1.2' while
-    there is no value, '1.84' when the rule has no plain threshold."""
-    limit = f"{threshold[0]} {number(threshold[1])}" if threshold else ""
+    there is no value, '1.84' when the rule has no plain threshold. With the rule's unit
+    (`AlertRule.unit`): '9.9 s > 1.2 s' for seconds, '30% > 1%' for a ratio."""
+    limit = f"{threshold[0]} {with_unit(threshold[1], unit)}" if threshold else ""
     if value is None:
         return limit
-    return f"{number(value)} {limit}" if limit else number(value)
+    shown = with_unit(value, unit)
+    return f"{shown} {limit}" if limit else shown
+
+
+def with_unit(value: float, unit: str | None) -> str:
+    """A number in its unit: seconds as '9.9 s', a ratio as a percentage '30%'."""
+    if unit == "%" and math.isfinite(value):
+        return f"{number(value * 100)}%"
+    if unit == "s":
+        return f"{number(value)} s"
+    return number(value)
 
 
 def params_text(params: dict[str, object]) -> str:

@@ -158,7 +158,8 @@ class IncidentScreen(Screen[None]):
         text = styled(self.app, f"{STATE_SYMBOL[state]} {state}", STATE_COLOUR[state], bold=True)
         parts = [self.alert, status.rule.severity]
         if status.value is not None:
-            parts.append(f"value {alert_value(status.value, status.rule.threshold)}")
+            rule = status.rule
+            parts.append(f"value {alert_value(status.value, rule.threshold, rule.unit)}")
         parts.append(when(status, self.clock()))
         text.append("  " + "  ".join(p for p in parts if p))
         return text

@@ -133,3 +133,42 @@ def test_watch_refreshes_until_interrupted(tmp_path: Path, prometheus_srv: Runni
             proc.kill()
             proc.wait()
     assert headers == 3
+
+
+def test_the_vllm_pack_is_selected_with_alerts_packs(
+    tmp_path: Path, prometheus_srv: RunningServer
+) -> None:
+    """`alerts.packs` picks packs by name: the gateway-free vllm pack alone, or with another."""
+    base = ["alerts", "-o", "json", "--set", f"prometheus.url={prometheus_srv.url}"]
+    alone = run_oncall(*base, "--set", "alerts.packs=vllm", cwd=tmp_path)
+    assert alone.code == 0, alone.stderr
+    alerts = json.loads(alone.stdout)["alerts"]
+    assert [a["name"] for a in alerts] == [
+        "VllmE2ELatencyP99High", "VllmTTFTP99High", "VllmQueueTimeP99High",
+        "VllmKVCacheSaturated", "VllmEngineRestarted", "VllmRequestErrorsHigh",
+    ]  # fmt: skip
+    assert {a["state"] for a in alerts} == {"inactive"}
+    both = run_oncall(*base, "--set", 'alerts.packs=["ai-service", "vllm"]', cwd=tmp_path)
+    assert both.code == 0, both.stderr
+    assert len(json.loads(both.stdout)["alerts"]) == 11
+
+
+def test_values_show_the_unit_their_rule_compares_in(
+    tmp_path: Path, prometheus_srv: RunningServer
+) -> None:
+    (tmp_path / "units.yaml").write_text(
+        "groups:\n- name: units\n  rules:\n"
+        "  - alert: Ratio\n    expr: vector(3) / vector(10) > 0.01\n    labels: {severity: page}\n"
+        "  - alert: Slow\n    expr: vector(9.9) > 1.2\n    labels: {severity: page}\n"
+        "    annotations: {unit: s}\n"
+    )
+    args = _args(tmp_path, prometheus_srv.url, pack="units")
+    table = run_oncall("alerts", *args, cwd=tmp_path)
+    rows = {line.split()[0]: line.split() for line in table.stdout.splitlines()[2:] if line}
+    assert set(rows) == {"Ratio", "Slow"}, table.stdout + table.stderr
+    assert rows["Ratio"][3] == "30%" and rows["Slow"][3] == "9.9s"
+    body = json.loads(run_oncall("alerts", "-o", "json", *args, cwd=tmp_path).stdout)
+    assert {a["name"]: (a["value"], a["unit"]) for a in body["alerts"]} == {
+        "Ratio": (0.3, "%"),
+        "Slow": (9.9, "s"),
+    }
