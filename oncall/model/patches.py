@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from oncall.model.kube_expansion import Env
 from oncall.model.vllm_args import FLAG, MaxNumSeqs, parse_max_num_seqs
 
 Op = dict[str, Any]
@@ -120,7 +121,10 @@ def inverse_patch(ops: Sequence[Mapping[str, Any]]) -> list[Op]:
 
 
 def _parse(container: Mapping[str, Any]) -> MaxNumSeqs:
-    return parse_max_num_seqs(container.get("command"), container.get("args"))
+    # With the container's env: a `$(VAR)` value is then read, and refused for editing with
+    # the reason (edit_problem), instead of looking like a non-integer.
+    env = Env.of_container(container)
+    return parse_max_num_seqs(container.get("command"), container.get("args"), env)
 
 
 def _flag_test(container: Mapping[str, Any], parsed: MaxNumSeqs, index: int) -> list[Op]:

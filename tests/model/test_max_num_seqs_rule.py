@@ -16,7 +16,7 @@ from oncall.model.max_num_seqs_rule import (
     default_max_num_seqs,
     max_num_seqs_change_problems,
 )
-from oncall.model.patches import inverse_patch
+from oncall.model.patches import inverse_patch, max_num_seqs_patch
 from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kube"
@@ -162,3 +162,9 @@ def test_change_both_leaves_a_lower_active_value_alone() -> None:
 def test_change_both_refuses_a_value_from_env() -> None:
     with pytest.raises(ValueError, match=r"\$\(MAX_SEQS\)"):
         change_both_patch(deployment("deployment-vllm-env-active.json"), None, 32)
+
+
+def test_the_plain_patch_refuses_a_value_from_env_with_the_reason() -> None:
+    """What `set-max-num-seqs` previews today on the recorded Deployment: refused, saying why."""
+    with pytest.raises(ValueError, match=r"comes from \$\(MAX_SEQS\).*change the env value"):
+        max_num_seqs_patch(deployment("deployment-vllm-env-active.json"), None, 64)
