@@ -66,9 +66,9 @@ async def test_board_lists_firing_then_pending_then_the_rest() -> None:
             ("○ inactive", "LLMOutOfMemory"),
         ]
         assert rows[0][2] == "firing for 3m02s"
-        assert rows[0][4] == "1.84 > 1.2"  # the value against its rule's threshold
-        assert rows[1][2:5] == ["fires in 1m12s", "", "0.031 > 0.01"]
-        assert rows[2][4] == "> 0.2"  # inactive: no value, the threshold alone
+        assert rows[0][4] == "1.84 s > 1.2 s"  # the value against its rule's threshold, in seconds
+        assert rows[1][2:5] == ["fires in 1m12s", "", "3.1% > 1%"]  # a ratio, as a percentage
+        assert rows[2][4] == "> 0.2 s"  # inactive: no value, the threshold alone
         unknown = rows[3]
         assert unknown[2] == "stale 2m"
         assert unknown[6] == "2m20s ago"
@@ -129,7 +129,7 @@ async def test_a_failing_history_leaves_the_board_working() -> None:
         await until(pilot, lambda: alerts.history_calls == 1, "the history asked for")
         await refreshed(pilot, app, alerts)
         row = board_rows(app)[0]
-        assert row[1] == P99 and row[4] == "2 > 1.2" and row[5] == ""
+        assert row[1] == P99 and row[4] == "2 s > 1.2 s" and row[5] == ""
 
 
 async def test_a_repaint_after_the_app_began_shutting_down_does_nothing() -> None:
