@@ -23,6 +23,7 @@ SHIPPED = {
     "LatencyP95High": "s",
     "ErrorRateHigh": "%",
     "GPUMemoryHigh": "%",
+    "GPUXidError": None,  # the last Xid code
     "RedisHitRateLow": "%",
     "PrometheusScrapeFailing": None,  # failed scrapes, a count
     "VllmE2ELatencyP99High": "s",
