@@ -19,7 +19,7 @@ from oncall.model.max_num_seqs_rule import (
 from oncall.model.patches import inverse_patch, max_num_seqs_patch
 from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kube"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kubernetes"
 
 
 def deployment(name: str) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def test_default_is_clamped_to_max_num_batched_tokens() -> None:
 
 
 def test_default_from_the_recorded_node_selector() -> None:
-    labels = deployment("deployment-vllm-env-active.json")["spec"]["template"]["spec"][
+    labels = deployment("deployment_vllm_env_active.json")["spec"]["template"]["spec"][
         "nodeSelector"
     ]
     found = default_from_labels(labels, "the pod's nodeSelector (GPU feature discovery labels)")
@@ -126,7 +126,7 @@ def test_non_positive_values_are_refused() -> None:
 
 
 def test_change_both_in_separate_elements_and_its_rollback() -> None:
-    doc = deployment("deployment-vllm-env-active.json")
+    doc = deployment("deployment_vllm_env_active.json")
     container = doc["spec"]["template"]["spec"]["containers"][0]
     container["args"][3] = "--max-num-seqs=256"  # a literal value: editable
     ops = change_both_patch(doc, None, 32)
@@ -140,7 +140,7 @@ def test_change_both_in_separate_elements_and_its_rollback() -> None:
 
 
 def test_change_both_in_one_shell_element() -> None:
-    doc = deployment("deployment-vllm-shell-both.json")
+    doc = deployment("deployment_vllm_shell_both.json")
     ops = change_both_patch(doc, "vllm", 64)
     patched = apply(doc, ops)
     script = patched["spec"]["template"]["spec"]["containers"][0]["args"][0]
@@ -153,7 +153,7 @@ def test_change_both_in_one_shell_element() -> None:
 
 
 def test_change_both_leaves_a_lower_active_value_alone() -> None:
-    doc = deployment("deployment-vllm-shell-both.json")
+    doc = deployment("deployment_vllm_shell_both.json")
     ops = change_both_patch(doc, "vllm", 200)
     script = apply(doc, ops)["spec"]["template"]["spec"]["containers"][0]["args"][0]
     assert "--max-num-active-seqs 192 --max-num-seqs=200" in script
@@ -161,10 +161,10 @@ def test_change_both_leaves_a_lower_active_value_alone() -> None:
 
 def test_change_both_refuses_a_value_from_env() -> None:
     with pytest.raises(ValueError, match=r"\$\(MAX_SEQS\)"):
-        change_both_patch(deployment("deployment-vllm-env-active.json"), None, 32)
+        change_both_patch(deployment("deployment_vllm_env_active.json"), None, 32)
 
 
 def test_the_plain_patch_refuses_a_value_from_env_with_the_reason() -> None:
     """What `set-max-num-seqs` previews today on the recorded Deployment: refused, saying why."""
     with pytest.raises(ValueError, match=r"comes from \$\(MAX_SEQS\).*change the env value"):
-        max_num_seqs_patch(deployment("deployment-vllm-env-active.json"), None, 64)
+        max_num_seqs_patch(deployment("deployment_vllm_env_active.json"), None, 64)

@@ -17,7 +17,7 @@ from oncall.model.vllm_args import (
     resolve_option,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kube"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kubernetes"
 
 
 def container_of(name: str, index: int = 0) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def test_escaped_reference_reaches_vllm_literally() -> None:
 
 
 def test_recorded_deployment_with_env_abbreviation_and_active_seqs() -> None:
-    container = container_of("deployment-vllm-env-active.json")
+    container = container_of("deployment_vllm_env_active.json")
     env = Env.of_container(container)
     seqs = parse_max_num_seqs(container["command"], container["args"], env)
     active = parse_max_num_active_seqs(container["command"], container["args"], env)
@@ -137,7 +137,7 @@ def test_recorded_deployment_with_env_abbreviation_and_active_seqs() -> None:
 
 
 def test_recorded_shell_deployment_has_both_in_one_element() -> None:
-    container = container_of("deployment-vllm-shell-both.json")
+    container = container_of("deployment_vllm_shell_both.json")
     env = Env.of_container(container)
     seqs = parse_max_num_seqs(container["command"], container["args"], env)
     active = parse_max_num_active_seqs(container["command"], container["args"], env)

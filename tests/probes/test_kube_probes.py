@@ -39,7 +39,7 @@ from tests.drill.kube.conftest import wait_until
 from tests.harness.faults import http_stub, refused_port, silent_listener
 
 NS = "ai"
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kube"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kubernetes"
 PROBES = {p.name: p for p in kube.PROBES}
 SH_SCRIPT = "exec vllm serve qwen --trust-remote-code --max_num_seqs 64"
 
@@ -257,8 +257,8 @@ async def test_deployment_facts_and_max_num_seqs(cluster: Cluster) -> None:
 
 
 async def test_deployment_facts_read_env_abbreviations_and_active_seqs(cluster: Cluster) -> None:
-    """A Deployment recorded in fixtures/kube (see its README), served by the apiserver sim."""
-    recorded = json.loads((FIXTURES / "deployment-vllm-env-active.json").read_text())
+    """A Deployment recorded in fixtures/kubernetes (fixtures/README.md), served by the sim."""
+    recorded = json.loads((FIXTURES / "deployment_vllm_env_active.json").read_text())
     body = {key: recorded[key] for key in ("apiVersion", "kind", "spec")}
     body["metadata"] = {"name": "vllm-recorded", "labels": {"app": "vllm-recorded"}}
     body["spec"]["selector"] = {"matchLabels": {"app": "vllm-recorded"}}
