@@ -33,8 +33,9 @@ GPU_FULL = """\
       deployment: {rollout_complete: true, unavailable_replicas: 0, ready_replicas: 2,
                    replicas: 2, max_num_seqs: 256, max_num_active_seqs: null,
                    max_num_seqs_default: null}
-      kv_cache: {tokens_per_s: 9.0, running: 512.0, kv_cache_usage: 0.99,
-                 preemptions_per_s: 1.0, waiting: 3.0, busiest_pod: vllm-a}
+      kv_cache: &kv {tokens_per_s: 9.0, running: 512.0, kv_cache_usage: 0.99,
+                     preemptions_per_s: 1.0, waiting: 3.0, busiest_pod: vllm-a}
+      kv_fit: *kv
     expect:
       steps: {gpu_memory: ok, pods: {status: ok, summary_contains: "Ready"}}
       proposals:
