@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from oncall.redaction import redact
+
 EXIT_OK = 0
 EXIT_FOUND = 1  # an alert firing, a check failing, lint problems, a broken audit chain
 EXIT_USAGE = 2  # usage or configuration error
 EXIT_INCOMPLETE = 3  # an unreachable backend left the answer incomplete
+EXIT_INTERNAL = 70  # a bug: the last-resort handler caught it (sysexits' EX_SOFTWARE)
+EXIT_BROKEN_PIPE = 141  # the reader of our output went away (`| head`): 128 + SIGPIPE
 
 
 class OncallError(Exception):
@@ -75,15 +79,19 @@ class BackendError(OncallError):
     """A backend (Prometheus, Redis, Kubernetes, vLLM, NVML) did not give a usable answer.
 
     `reason` is short and stable, for screens and tests: "refused", "timeout", "http 503",
-    "bad payload", "query error", "auth"; `detail` says more. `http_status` is the HTTP status
-    of an answer that was an error (set by the HTTP backends), for callers that decide by its
-    class (5xx: the backend is down) rather than by the text.
+    "bad payload", "query error", "auth" (401/403); `detail` says more (both redacted).
+    `http_status` is the HTTP status of an answer that was an error (set by the HTTP
+    backends), for callers that decide by its class (5xx: the backend is down) rather than by
+    the text.
     """
 
     exit_code = EXIT_INCOMPLETE
     http_status: int | None = None
 
     def __init__(self, backend: str, target: str, reason: str, detail: str = "") -> None:
+        # Redacted here, once, so that every screen, JSON document and log that shows the
+        # error is clean: the target may carry a URL password, the detail an echoed token.
+        target, detail = redact(target), redact(detail)
         self.backend = backend
         self.target = target
         self.reason = reason

@@ -4,7 +4,8 @@ exchange under a whole-call timeout.
 httpx's own timeouts bound each phase (connect, read) separately; a peer that trickles bytes
 could outlast them, so the whole call also runs under `asyncio.timeout`. Transport failures
 become `BackendError` reasons: "timeout", "refused", or "bad payload" (the peer spoke
-something other than HTTP, or hung up mid-answer).
+something other than HTTP, or hung up mid-answer). An HTTP error status becomes "auth" for
+401/403 (a token missing or refused, or an SSO proxy in front) and "http <status>" otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from typing import ClassVar, Self
 import httpx
 
 from oncall.errors import BackendError
+
+
+def status_reason(status: int) -> str:
+    """The BackendError reason of an HTTP error status: "auth" for 401/403, else "http N"."""
+    return "auth" if status in (401, 403) else f"http {status}"
 
 
 async def exchange(

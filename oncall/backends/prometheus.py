@@ -2,8 +2,9 @@
 
 Equivalent of `curl -s 'http://PROM/api/v1/query?query=up'`. Every call is bounded by the
 client's timeout as a whole (connect, send, wait, read), and every failure becomes a
-`BackendError` with reason "refused", "timeout", "http <status>", "bad payload" or
-"query error".
+`BackendError` with reason "refused", "timeout", "auth" (401/403), "http <status>",
+"bad payload" (anything that is not the API's JSON: an SSO proxy's HTML login page) or
+"query error". Error bodies are quoted only redacted (BackendError redacts its detail).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from oncall.backends.http import HttpBackend
+from oncall.backends.http import HttpBackend, status_reason
 from oncall.model.metrics import Sample, Series
 
 BACKEND = "prometheus"
@@ -65,10 +66,15 @@ class PrometheusClient(HttpBackend):
             reason = "query error" if response.status_code in (200, 400, 422) else None
             detail = f"{kind}: {body.get('error', '')}"
             status = response.status_code
-            raise self._error(reason or f"http {status}", detail, http_status=status)
+            raise self._error(reason or status_reason(status), detail, http_status=status)
         if response.status_code >= 400:
             status = response.status_code
-            raise self._error(f"http {status}", response.reason_phrase, http_status=status)
+            detail = f"http {status} {response.reason_phrase}"
+            snippet = response.text[:120].replace("\n", " ").strip()
+            raise self._error(
+                status_reason(status), f"{detail}: {snippet}" if snippet else detail,
+                http_status=status,
+            )  # fmt: skip
         if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
             snippet = response.text[:80].replace("\n", " ")
             raise self._error("bad payload", f"not a Prometheus API response: {snippet!r}")

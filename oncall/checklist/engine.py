@@ -191,7 +191,9 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
                 facts = await run.runner(step, params)
             failure: tuple[StepStatus, str] | None = None
         except TimeoutError:
-            failure = ("unknown", f"no answer within {step.timeout_s:g}s")
+            # Name the backend: "no answer" alone does not say whom to look at.
+            backend = step.probe.backend
+            failure = ("unknown", f"{backend}: no answer within {step.timeout_s:g}s")
         except BackendError as exc:
             failure = ("unknown", str(exc))
         except Exception as exc:

@@ -1,7 +1,9 @@
 """`oncall alerts [-o table|json] [--watch]`: the golden alerts' states, headless.
 
-Exit codes: 1 when an alert fires, 3 when Prometheus cannot be reached, 2 for bad settings
-or rule files (every problem with FILE:LINE:COL), 0 otherwise.
+Exit codes: 1 when an alert fires, 3 when any alert's state is not known because of the
+backend (unreachable, 401/403 "auth", an HTML login page or other "bad payload": a script must
+never read "all well" then), 2 for bad settings or rule files (every problem with
+FILE:LINE:COL), 0 otherwise. The Prometheus URL is shown redacted (it may hold a password).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from oncall.cli.config_cmd import load_from_args
 from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE
 from oncall.model.alerts import RuleStatus
+from oncall.redaction import redact
 from oncall.service.alerts import AlertsReport, alert_engine
 
 
@@ -61,7 +64,7 @@ def render_table(report: AlertsReport) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-    return f"{stamp}  prometheus {report.prometheus}\n" + "\n".join(lines) + "\n"
+    return f"{stamp}  prometheus {redact(report.prometheus)}\n" + "\n".join(lines) + "\n"
 
 
 def _instance(i: Any) -> dict[str, Any]:
@@ -95,12 +98,13 @@ def render_json(report: AlertsReport) -> str:
         }
         for s in report.statuses
     ]
-    body = {"evaluated_at": report.evaluated_at, "prometheus": report.prometheus, "alerts": alerts}
+    prometheus = redact(report.prometheus)
+    body = {"evaluated_at": report.evaluated_at, "prometheus": prometheus, "alerts": alerts}
     return json.dumps(body, indent=2)
 
 
 def exit_code(report: AlertsReport) -> int:
-    if report.unreachable:
+    if report.unreachable or any(s.incomplete for s in report.statuses):
         return EXIT_INCOMPLETE
     return EXIT_FOUND if report.firing else 0
 

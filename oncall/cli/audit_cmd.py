@@ -97,7 +97,10 @@ def _open_log(args: argparse.Namespace) -> LiveAudit:
 def _query(args: argparse.Namespace) -> AuditQuery:
     from oncall.service.audit_view import AuditQuery, parse_since
 
-    since = parse_since(args.since) if args.since else None
+    try:
+        since = parse_since(args.since) if args.since else None
+    except OverflowError:  # "99999999999d": further back than a datetime can go
+        raise UsageError(f"--since {args.since!r}: too far back") from None
     return AuditQuery(since=since, actor=args.actor, action=args.action, target=args.target)
 
 

@@ -2,7 +2,12 @@
 
 Results go to stdout, diagnostics to stderr; an `OncallError` is printed without a traceback
 and exits with its code (DESIGN §5: 0 all well, 1 something found, 2 usage or configuration,
-3 an unreachable backend left the answer incomplete).
+3 an unreachable backend left the answer incomplete). Anything else is a bug: the last-resort
+handler prints one line naming it and where to report it, and exits 70 — never a traceback.
+A reader that goes away (`oncall alerts | head`) ends the command quietly with 141.
+
+The headless commands write through `RedactingStream`s: whatever they print, JSON included,
+leaves the process with URL passwords, configured secrets and echoed tokens masked.
 """
 
 from __future__ import annotations
@@ -11,11 +16,19 @@ import argparse
 import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from oncall import __version__
-from oncall.errors import EXIT_USAGE, OncallError, UsageError
+from oncall.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERNAL,
+    EXIT_USAGE,
+    OncallError,
+    UsageError,
+)
+from oncall.redaction import RedactingStream, redact
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -29,7 +42,9 @@ then ONCALL_* environment variables (ONCALL_REDIS__TIMEOUT=1s); then flags.
 `oncall config show` prints every effective setting and where it came from.
 
 exit codes: 0 all well; 1 something found; 2 usage or configuration error;
-3 an unreachable backend left the answer incomplete."""
+3 an unreachable backend left the answer incomplete; 70 a bug in oncall (please report it)."""
+
+REPORT_TO = "please report it to the oncall maintainers with the command you ran"
 
 
 def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -156,15 +171,55 @@ def _run_app(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _redacted_output() -> Iterator[None]:
+    """stdout and stderr through the redaction for the length of a headless command."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(BrokenPipeError, ValueError):  # the reader left, or it was closed
+                stream.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away: point fd 1 at /dev/null so that the interpreter's
+    final flush does not complain either (the Python docs' recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stream without a file (tests): nothing to do
+        pass
+    return EXIT_BROKEN_PIPE
+
+
+def _last_resort(exc: BaseException) -> int:
+    text = redact(str(exc)).replace("\n", " ")[:300]
+    line = f"oncall: internal error: {type(exc).__name__}: {text} ({REPORT_TO})"
+    with suppress(OSError, ValueError):
+        print(line, file=sys.stderr)
+    return EXIT_INTERNAL
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler: Handler = getattr(args, "handler", _run_app)
+    handler: Handler | None = getattr(args, "handler", None)
     try:
-        return handler(args)
+        if handler is None:  # the app draws on the terminal itself; nothing to wrap
+            return _run_app(args)
+        with _redacted_output():
+            return handler(args)
     except OncallError as exc:
-        print(exc.report(), file=sys.stderr)
+        print(redact(exc.report()), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("oncall: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except Exception as exc:  # the last resort: one line, never a traceback
+        return _last_resort(exc)

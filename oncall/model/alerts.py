@@ -13,21 +13,29 @@ AlertStateName = Literal["inactive", "pending", "firing", "unknown"]
 SourceName = Literal["prometheus", "local"]
 #: Why a source gave no state, as a value; the error text beside it says more.
 FailureReason = Literal[
-    "timeout", "refused", "disconnected", "http 5xx", "http 4xx", "bad payload", "query error",
-    "other",
+    "timeout", "refused", "disconnected", "http 5xx", "http 4xx", "auth", "bad payload",
+    "query error", "other",
 ]  # fmt: skip
 #: The reasons that mean the backend could not be asked: the answer is incomplete (exit 3).
 UNREACHABLE: frozenset[FailureReason] = frozenset(
     {"timeout", "refused", "disconnected", "http 5xx"}
 )
+#: The reasons after which no state is known, so a script must not read "all well" (exit 3):
+#: the unreachable ones, and a backend that answered but not with its API (a 401/403, an SSO
+#: proxy's HTML login page, garbage). A query error is the rule's fault, not the backend's.
+INCOMPLETE: frozenset[FailureReason] = UNREACHABLE | {"auth", "bad payload", "http 4xx"}
 #: BackendError reasons that are a FailureReason as they are.
 _NAMED: dict[str, FailureReason] = {
-    name: name for name in ("timeout", "refused", "disconnected", "bad payload", "query error")
+    name: name
+    for name in ("timeout", "refused", "disconnected", "auth", "bad payload", "query error")
 }
 
 
 def failure_reason(exc: BackendError) -> FailureReason:
-    """The value of a backend's failure: its HTTP status class, or its named reason."""
+    """The value of a backend's failure: "auth" for 401/403, else its HTTP status class, or
+    its named reason."""
+    if exc.http_status in (401, 403) or exc.reason == "auth":
+        return "auth"
     if exc.http_status is not None:
         return "http 5xx" if exc.http_status >= 500 else "http 4xx"
     return _NAMED.get(exc.reason, "other")
@@ -207,6 +215,11 @@ class RuleStatus:
     def unreachable(self) -> bool:
         """The source could not be asked (refused, timed out, a 5xx): the state is not known."""
         return self.reason in UNREACHABLE
+
+    @property
+    def incomplete(self) -> bool:
+        """No state is known because of the backend (see INCOMPLETE): exit 3, not 0."""
+        return self.reason in INCOMPLETE
 
     @property
     def value(self) -> float | None:

@@ -21,8 +21,9 @@ from typing import Any
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from oncall.errors import ConfigError, Problem
+from oncall.redaction import redact, register_secret, register_url
 from oncall.settings.model import Settings
-from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml
+from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml, set_limits
 
 ENV_PREFIX = "ONCALL_"
 CONFIG_ENV = "ONCALL_CONFIG"
@@ -224,8 +225,24 @@ def _message(error: Mapping[str, Any], loc: KeyPath, secret: bool) -> str:
         and isinstance(value, str | int | float | bool)
         and "invalid duration" not in message
     ):
-        message = f"{message} (got {value!r})"
+        # Redacted: a URL with a bad port still carries its password.
+        message = f"{message} (got {redact(repr(value))})"
     return message
+
+
+def _register_secrets(settings: Settings) -> None:
+    """Tell the redaction every secret of these settings: SecretStr values and the passwords
+    of every configured URL, wherever the value came from (file, environment, flag)."""
+    dumped = settings.model_dump(mode="python")
+    for path in leaf_paths():
+        value: Any = dumped
+        for part in path:
+            value = value[part]
+        if isinstance(value, SecretStr):
+            register_secret(value.get_secret_value())
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and "://" in item:
+                register_url(item)
 
 
 def load_settings(
@@ -280,6 +297,8 @@ def load_settings(
             )
     if problems:
         raise ConfigError(problems)
+    _register_secrets(settings)
+    set_limits(settings.limits.yaml_limits())
 
     sources = {".".join(path): "default" for path in leaf_paths()}
     if document is not None:

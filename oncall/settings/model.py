@@ -7,11 +7,40 @@ setting silently ignored. Secrets are `SecretStr` and never printed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
 from oncall.settings.durations import Duration
+from oncall.settings.yaml_marks import YamlLimits
+
+_DEFAULT_LIMITS = YamlLimits()
+
+
+def _checked_url(schemes: tuple[str, ...]) -> AfterValidator:
+    """A URL checked when the settings load, so that a bad port, a bad IPv6 literal or a
+    wrong scheme is a located settings problem instead of a traceback inside a client.
+    Messages never repeat the URL: it may hold a password."""
+
+    def check(value: str) -> str:
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - reading it is the check: ValueError on a bad port
+        except ValueError as exc:
+            raise ValueError(f"not a valid URL: {exc}") from None
+        if parts.scheme not in schemes:
+            shown = parts.scheme or "none"
+            raise ValueError(f"URL scheme must be {' or '.join(schemes)}, not {shown}")
+        if not parts.hostname:
+            raise ValueError("URL has no host")
+        return value
+
+    return AfterValidator(check)
+
+
+HttpUrl = Annotated[str, _checked_url(("http", "https"))]
+RedisUrl = Annotated[str, _checked_url(("redis", "rediss"))]
 
 
 class Section(BaseModel):
@@ -26,7 +55,9 @@ class ContextSettings(Section):
 
 
 class PrometheusSettings(Section):
-    url: str = Field("http://127.0.0.1:9090", description="Base URL of the Prometheus HTTP API.")
+    url: HttpUrl = Field(
+        "http://127.0.0.1:9090", description="Base URL of the Prometheus HTTP API."
+    )
     timeout: Duration = Field(5.0, description="Per-request timeout, connection included.")
     bearer_token: SecretStr | None = Field(None, description="Sent as Authorization: Bearer.")
 
@@ -39,13 +70,15 @@ class KubernetesSettings(Section):
 
 
 class RedisSettings(Section):
-    url: str = Field("redis://127.0.0.1:6379/0", description="redis:// URL of the service Redis.")
+    url: RedisUrl = Field(
+        "redis://127.0.0.1:6379/0", description="redis:// URL of the service Redis."
+    )
     password: SecretStr | None = Field(None, description="Password, if not in the URL.")
     timeout: Duration = Field(2.0, description="Per-command timeout, connection included.")
 
 
 class VllmSettings(Section):
-    urls: list[str] = Field(
+    urls: list[HttpUrl] = Field(
         default_factory=lambda: ["http://127.0.0.1:8000"],
         description="Base URLs of vLLM servers (used when not discovered through Kubernetes).",
     )
@@ -120,6 +153,27 @@ class GuardsSettings(Section):
     )
 
 
+class LimitsSettings(Section):
+    """Bounds on what oncall reads, against careless and hostile files (README: threat model).
+    The settings file itself is read under the built-in defaults."""
+
+    max_file_bytes: int = Field(
+        _DEFAULT_LIMITS.max_file_bytes, ge=1024, le=1 << 30,
+        description="Largest settings, runbook or rule file read; larger ones are refused.",
+    )  # fmt: skip
+    max_yaml_depth: int = Field(
+        _DEFAULT_LIMITS.max_depth, ge=8, le=500,
+        description="Deepest nesting of mappings and lists in a YAML file.",
+    )  # fmt: skip
+    max_yaml_nodes: int = Field(
+        _DEFAULT_LIMITS.max_nodes, ge=1000, le=10_000_000,
+        description="Most YAML nodes in one file, aliases expanded (stops alias bombs).",
+    )  # fmt: skip
+
+    def yaml_limits(self) -> YamlLimits:
+        return YamlLimits(self.max_file_bytes, self.max_yaml_depth, self.max_yaml_nodes)
+
+
 class Settings(Section):
     """All settings; `oncall config show` prints every field with where its value came from."""
 
@@ -134,6 +188,7 @@ class Settings(Section):
     degradation: DegradationSettings = Field(default_factory=DegradationSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     guards: GuardsSettings = Field(default_factory=GuardsSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     read_only: bool = Field(False, description="Refuse every remediation; reading only.")
     keys: dict[str, str] = Field(
         default_factory=dict,

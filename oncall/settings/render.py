@@ -8,27 +8,17 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from oncall.redaction import MASK, redact
 from oncall.settings.loader import LoadedSettings, leaf_paths, secret_paths
-
-MASK = "********"
 
 
 def mask_url(value: str) -> str:
-    """Hide the password of a URL ("redis://:pw@host" → "redis://:********@host")."""
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        return value
-    if not parts.password:
-        return value
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:{MASK}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """Hide the password of a URL ("redis://:pw@host" → "redis://:********@host"), also of one
+    that `urlsplit` refuses (a bad port or IPv6 literal): the one redaction, by pattern."""
+    return redact(value)
 
 
 def _masked(value: Any) -> Any:

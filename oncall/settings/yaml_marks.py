@@ -1,7 +1,14 @@
-"""Read a YAML file into plain data plus the line:col of every key and value.
+"""Read a YAML file into plain data plus the line:col of every key and value, bounded.
 
 pyyaml's composed nodes carry marks; we keep them so that every settings problem carries its
 file, line and column. Duplicate keys, which pyyaml would silently collapse, are reported.
+
+Every settings file, runbook and rule file is read here, so the bounds live here too
+(`YamlLimits`, from the `limits` settings): a file larger than `max_file_bytes` is refused
+before it is parsed; while composing, nesting deeper than `max_depth` and a document that
+aliases would expand past `max_nodes` (the "billion laughs") stop at the offending mark,
+before anything is constructed. Whatever else goes wrong (a control character, a bad tag,
+`!!int` of 5,000 digits) is one Problem at FILE:LINE:COL, never an exception.
 """
 
 from __future__ import annotations
@@ -11,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
+from yaml.constructor import ConstructorError
+from yaml.events import AliasEvent
 
 from oncall.errors import Problem
 
@@ -52,6 +62,123 @@ class MarkedDocument:
     def at(self, pos: Position, key: str, message: str) -> Problem:
         """A problem at a known position of this file."""
         return Problem(self.file, pos.line, pos.col, key, message)
+
+
+@dataclass(frozen=True)
+class YamlLimits:
+    """The bounds of every YAML file we read (the `limits` settings carry the same defaults)."""
+
+    max_file_bytes: int = 1_048_576  # 1 MiB: runbooks and rule packs are a few KiB each
+    max_depth: int = 64  # mappings and lists inside each other; ours need < 10
+    max_nodes: int = 100_000  # nodes after alias expansion; 1 MiB of YAML has fewer
+
+
+_limits = [YamlLimits()]  # a one-item box: set_limits replaces its content
+
+
+def set_limits(limits: YamlLimits) -> None:
+    """Bounds for every later read. The settings loader calls it with the effective `limits`
+    settings: runbooks and rule files are read far from the settings (service, tui, lint),
+    and threading the bounds through every call would not make them any less process-wide."""
+    _limits[0] = limits
+
+
+def current_limits() -> YamlLimits:
+    return _limits[0]
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that counts depth and alias expansion while composing, and locates errors
+    raised while constructing a value (`!!int 99…9`, `!!float x`), at that value's node."""
+
+    def __init__(self, text: str, limits: YamlLimits) -> None:
+        super().__init__(text)
+        self._bounds = limits
+        self._depth = 0
+        self._nodes = 0
+        self._weight: dict[int, int] = {}  # id(node) → nodes it expands to, once composed
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark: Any = event.start_mark
+        self._depth += 1
+        if self._depth > self._bounds.max_depth:
+            raise ComposerError(
+                None, None, f"nested deeper than {self._bounds.max_depth} levels", mark,
+            )  # fmt: skip
+        node = super().compose_node(parent, index)
+        if node is None:  # pyyaml calls it only where a node follows; typed as optional
+            return None
+        self._depth -= 1
+        if isinstance(event, AliasEvent):
+            weight = self._weight.get(id(node))
+            if weight is None:  # an alias to a node still being composed: a cycle
+                raise ComposerError(None, None, "an alias refers to an enclosing node", mark)
+        else:
+            weight = 1 + self._children_weight(node)
+            self._weight[id(node)] = weight
+            weight = 1  # the children counted themselves as they were composed
+        self._nodes += weight
+        if self._nodes > self._bounds.max_nodes:
+            raise ComposerError(
+                None, None,
+                f"aliases expand this document past {self._bounds.max_nodes:,} nodes", mark,
+            )  # fmt: skip
+        return node
+
+    def _children_weight(self, node: yaml.Node) -> int:
+        if isinstance(node, yaml.MappingNode):
+            pairs = node.value
+            return sum(self._weight.get(id(k), 1) + self._weight.get(id(v), 1) for k, v in pairs)
+        if isinstance(node, yaml.SequenceNode):
+            return sum(self._weight.get(id(item), 1) for item in node.value)
+        return 0
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, OverflowError, ArithmeticError) as exc:
+            # e.g. ints past Python's 4,300-digit limit, `!!float x`, `!!binary` not base64.
+            text = str(exc)
+            if "integer string conversion" in text:
+                text = "an integer of more digits than Python reads (4,300)"
+            raise ConstructorError(
+                None, None, f"cannot read this value: {text}", node.start_mark
+            ) from exc
+
+
+def _reader_problem(name: str, text: str, exc: yaml.reader.ReaderError) -> Problem:
+    """A control or unprintable character, at its line and column (ReaderError gives only
+    an offset into the text)."""
+    before = text[: exc.position]
+    line = before.count("\n") + 1
+    col = exc.position - (before.rfind("\n") + 1) + 1
+    char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+    message = f"YAML syntax error: character U+{char:04X} is not allowed in YAML"
+    return Problem(name, line, col, "", message)
+
+
+def _read_bounded(path: Path, name: str, limit: int) -> tuple[str | None, list[Problem]]:
+    """The file's text, or the problem that stops us: missing, unreadable, too big."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)  # never more than the limit into memory
+    except FileNotFoundError:
+        return None, [Problem(name, None, None, "", "file not found")]
+    except OSError as exc:
+        return None, [Problem(name, None, None, "", f"cannot read: {exc.strerror or exc}")]
+    if len(raw) > limit:
+        message = (
+            f"file larger than {limit:,} bytes (limits.max_file_bytes); refused before parsing"
+        )
+        return None, [Problem(name, 1, 1, "", message)]
+    try:
+        return raw.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start]
+        line = before.count(b"\n") + 1
+        col = len(before) - (before.rfind(b"\n") + 1) + 1
+        return None, [Problem(name, line, col, "", "cannot read: not UTF-8 text")]
 
 
 def _pos(node: yaml.Node) -> Position:
@@ -101,14 +228,12 @@ def load_marked_yaml(
     name = display or str(path)
     doc = MarkedDocument(file=name)
     problems: list[Problem] = []
+    limits = current_limits()
+    text, read_problems = _read_bounded(path, name, limits.max_file_bytes)
+    if text is None:
+        return doc, read_problems
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return doc, [Problem(name, None, None, "", "file not found")]
-    except (OSError, UnicodeDecodeError) as exc:
-        return doc, [Problem(name, None, None, "", f"cannot read: {exc}")]
-    try:
-        loader = yaml.SafeLoader(text)
+        loader = _BoundedLoader(text, limits)
         try:
             node = loader.get_single_node()
             # Positions are read before constructing: construction flattens merge keys
@@ -124,8 +249,12 @@ def load_marked_yaml(
         if mark is None:
             return doc, [Problem(name, None, None, "", message)]
         return doc, [Problem(name, mark.line + 1, mark.column + 1, "", message)]
+    except yaml.reader.ReaderError as exc:
+        return doc, [_reader_problem(name, text, exc)]
     except yaml.YAMLError as exc:
-        return doc, [Problem(name, None, None, "", f"YAML error: {exc}")]
+        return doc, [Problem(name, 1, 1, "", f"YAML error: {exc}")]
+    except RecursionError:  # bounded by max_depth; kept as a last guard for odd limits
+        return doc, [Problem(name, 1, 1, "", "YAML error: nested too deeply")]
     if node is None:
         return doc, []
     if not isinstance(data, dict):

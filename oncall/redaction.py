@@ -1,0 +1,168 @@
+"""One redaction for every text that leaves the process: terminal, JSON output, logs.
+
+Three kinds of secret are masked, by pattern so that text we never parsed is covered too:
+
+- URL userinfo (`https://user:pw@host`), found by a tolerant regex rather than `urlsplit`,
+  which refuses URLs with a bad port or a bad IPv6 literal yet they still reach error texts;
+- credentials a backend echoes in an error body: `Authorization: Bearer …`, `Basic <base64>`,
+  `token=…`, `"api_key": "…"`;
+- the secrets of the effective settings (passwords, tokens, URL passwords), registered by the
+  settings loader with `register_secret`, masked wherever they appear verbatim.
+
+`RedactingStream` wraps stdout/stderr for the headless commands, so what `print`, `json.dump`
+and logging write is redacted whole lines at a time. This module imports nothing of oncall:
+it is the lowest layer, usable by errors, backends and the CLI alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import re
+import threading
+from typing import TextIO
+
+MASK = "********"
+#: Shorter registered secrets are not masked by value: "a" or "1234" would mask half a text.
+MIN_SECRET_CHARS = 4
+
+# scheme://USERINFO@ — USERINFO runs to the last "@" before the path (as urlsplit reads it).
+_URL_USERINFO = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^\s/?#@\"'<>]*(?:@[^\s/?#@\"'<>]*)*)@"
+)
+_SCHEMES = r"(?P<scheme>bearer|basic|token|digest|negotiate)"
+_AUTH_HEADER = re.compile(
+    r"(?i)(?P<head>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?:" + _SCHEMES + r"\s+)?"
+    r"(?P<value>[^\s\\\"',;]+)"
+)
+# A bare "Bearer X" / "Basic X" (see `_scheme_value`: English such as "Basic authentication
+# failed" stays readable).
+_AUTH_SCHEME = re.compile(
+    r"(?i)(?P<head>\b(?P<kind>bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/\-]{6,}=*)"
+)
+_KEYS = (
+    r"access_token|refresh_token|id_token|token|api[_-]?key|apikey|password|passwd|pwd|"
+    r"secret|client_secret|x-api-key|x-auth-token"
+)
+_KEY_VALUE = re.compile(
+    r"(?i)(?P<head>(?<![A-Za-z0-9_])(?:" + _KEYS + r")=)(?P<value>[^\s\\&\"',;]+)"
+)
+# `"api_key": "…"`, also as it reads inside a JSON string (`\"api_key\": \"…\"`).
+_QUOTED_KEY_VALUE = re.compile(
+    r"(?i)(?P<head>\\?[\"'](?:" + _KEYS + r")\\?[\"']\s*:\s*\\?[\"'])(?P<value>[^\\\"']+)"
+)
+_HEADER_KEY = re.compile(
+    r"(?im)(?P<head>^\s*(?:x-api-key|x-auth-token|api-key)\s*:\s*)(?P<value>\S+)"
+)
+
+_lock = threading.Lock()
+_secrets: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Mask this value wherever it appears from now on (a configured password or token)."""
+    if value and len(value) >= MIN_SECRET_CHARS:
+        with _lock:
+            _secrets.add(value)
+
+
+def register_url(url: str) -> None:
+    """Register the password (or a lone user, which may be a token) of a configured URL,
+    read tolerantly: between "://" and the last "@" before the host."""
+    _, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return
+    info = rest.rsplit("@", 1)[0]
+    user, colon, password = info.partition(":")
+    register_secret(password if colon else user)
+
+
+def forget_secrets() -> None:
+    """Drop every registered secret (tests, and a process that loads other settings)."""
+    with _lock:
+        _secrets.clear()
+
+
+def _url_info(match: re.Match[str]) -> str:
+    user, colon, _password = match["info"].partition(":")
+    # With a password the user stays readable (it helps debugging); a lone user may be a token.
+    return f"{match['scheme']}{user}:{MASK}@" if colon else f"{match['scheme']}{MASK}@"
+
+
+def _auth(match: re.Match[str]) -> str:
+    scheme = match.groupdict().get("scheme")
+    return f"{match['head']}{scheme + ' ' if scheme else ''}{MASK}"
+
+
+def _value(match: re.Match[str]) -> str:
+    return f"{match['head']}{MASK}"
+
+
+def _scheme_value(match: re.Match[str]) -> str:
+    """Mask a token that looks like one: a digit or a symbol in it, 20 characters or more,
+    or (Basic) base64 of "user:password"."""
+    value = match["value"]
+    looks_like = len(value) >= 20 or re.search(r"[0-9._~+/\-=]", value) is not None
+    if not looks_like and match["kind"].lower() == "basic":
+        try:
+            looks_like = b":" in base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            looks_like = False
+    return f"{match['head']}{MASK}" if looks_like else match[0]
+
+
+def redact(text: str) -> str:
+    """text with every secret masked (see the module's docstring)."""
+    if not text:
+        return text
+    with _lock:
+        known = sorted(_secrets, key=len, reverse=True)  # longest first: no partial leftovers
+    for secret in known:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    text = _URL_USERINFO.sub(_url_info, text)
+    text = _AUTH_HEADER.sub(_auth, text)
+    text = _AUTH_SCHEME.sub(_scheme_value, text)
+    text = _KEY_VALUE.sub(_value, text)
+    text = _QUOTED_KEY_VALUE.sub(_value, text)
+    return _HEADER_KEY.sub(_value, text)
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that redacts what it writes, a whole line at a time.
+
+    `json.dump` and `print` write in pieces; buffering to the end of a line means a secret
+    split across two writes is still seen whole. `flush` writes out a partial line.
+    """
+
+    def __init__(self, inner: TextIO) -> None:
+        super().__init__()
+        self.inner = inner
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            complete, _, self._pending = self._pending.rpartition("\n")
+            self.inner.write(redact(complete) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.inner.write(redact(self._pending))
+            self._pending = ""
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", "utf-8")
