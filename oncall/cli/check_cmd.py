@@ -11,17 +11,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from typing import Any
 
 from oncall.cli.config_cmd import load_from_args
-from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_OK, BackendError, OncallError
+from oncall.errors import (
+    EXIT_FOUND,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    BackendError,
+    OncallError,
+    UsageError,
+)
 from oncall.model.checklist_events import StepResult, findings_line
 from oncall.service.alerts import alert_engine
 from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
 from oncall.settings import Settings
 
+#: An alert name as Prometheus's rule files allow it (a metric name); it becomes a file name.
+ALERT_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]{0,199}")
 SYMBOL = {"ok": "✓", "warn": "!", "fail": "✗", "error": "E", "unknown": "?", "skipped": "-"}
 
 
@@ -58,6 +68,10 @@ def _num(value: object) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not ALERT_NAME.fullmatch(args.alert):
+        # Checked before it names a runbook file: "../x", NUL or 5,000 characters are no alert.
+        shown = repr(args.alert) if len(args.alert) <= 60 else f"{args.alert[:40]!r}…"
+        raise UsageError(f"{shown} is not an alert name (letters, digits, _ and :)")
     loaded = load_from_args(args)
     settings = loaded.settings
     runbook = load_checked(find_runbook(settings, args.alert), settings)

@@ -179,10 +179,10 @@ def _redacted_output() -> Iterator[None]:
     try:
         yield
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with suppress(BrokenPipeError, ValueError):  # the reader left, or it was closed
+        wrapped, sys.stdout, sys.stderr = (sys.stdout, sys.stderr), out, err
+        for stream in wrapped:
+            with suppress(ValueError):  # closed; a BrokenPipeError goes on to main
                 stream.flush()
-        sys.stdout, sys.stderr = out, err
 
 
 def _quiet_broken_pipe() -> int:
@@ -205,6 +205,20 @@ def _last_resort(exc: BaseException) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit: a reader gone (`| head`) is then handled
+    except SystemExit:  # argparse's --help and usage errors
+        with suppress(BrokenPipeError):
+            sys.stdout.flush()
+            raise
+        raise SystemExit(_quiet_broken_pipe()) from None
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
@@ -220,6 +234,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("oncall: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return _quiet_broken_pipe()
+        raise  # main's: the reader went away
     except Exception as exc:  # the last resort: one line, never a traceback
         return _last_resort(exc)

@@ -19,28 +19,49 @@ _UNITS = {
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 
 
+#: Longer than anything oncall waits for; bounds what datetime and format_duration must take.
+MAX_SECONDS = 100 * 31536000.0
+
+
+def _shown(value: object) -> str:
+    text = str(value)
+    return text if len(text) < 40 else f"{text[:20]}…"
+
+
+def _finite(number: float, value: object) -> float:
+    """number as seconds; an integer too large for a float, inf and nan are errors."""
+    try:
+        seconds = float(number)
+    except OverflowError:
+        seconds = float("inf")
+    if not (seconds == seconds and abs(seconds) <= MAX_SECONDS):  # noqa: PLR0124 - nan check
+        raise ValueError(f"invalid duration {_shown(value)!r}: not a finite number up to 100 years")
+    return seconds
+
+
 def parse_duration(value: object) -> object:
     """Turn "1m30s" / "250ms" / 5 into seconds; leave other types for pydantic to reject."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):
-        return float(value)
+        return _finite(value, value)
     if not isinstance(value, str):
         return value
     text = value.strip()
     try:
-        return float(text)
-    except ValueError:
-        pass
+        return _finite(float(text), value)
+    except (ValueError, OverflowError) as exc:
+        if "not a finite" in str(exc):
+            raise
     pos, total = 0, 0.0
     for match in _PART.finditer(text):
         if match.start() != pos:
             break
         total += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
-    if pos != len(text) or not text:
+    if pos != len(text) or not text or total > MAX_SECONDS:
         raise ValueError(
-            f"invalid duration {value!r}: use e.g. 5s, 1m30s, 250ms or a number of seconds"
+            f"invalid duration {_shown(value)!r}: use e.g. 5s, 1m30s, 250ms or a number of seconds"
         )
     return total
 

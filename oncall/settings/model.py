@@ -102,7 +102,13 @@ class AlertsSettings(Section):
         "auto", description="Where alert states come from; auto picks per rule."
     )
     refresh: Duration = Field(5.0, description="How often alert states are refreshed.")
-    for_scale: float = Field(1.0, gt=0, description="Multiplier on `for` durations (drills).")
+    for_scale: float = Field(
+        1.0,
+        gt=0,
+        le=1000,
+        allow_inf_nan=False,
+        description="Multiplier on `for` durations (drills).",
+    )
 
 
 class RunbooksSettings(Section):
@@ -143,9 +149,13 @@ class AuditSettings(Section):
 
 
 class GuardsSettings(Section):
-    rate_limit_actions: int = Field(3, ge=1, description="Actions allowed per target per window.")
+    rate_limit_actions: int = Field(
+        3, ge=1, le=10_000, description="Actions allowed per target per window."
+    )
     rate_limit_window: Duration = Field(600.0, description="Window of the rate limit.")
-    breaker_failures: int = Field(3, ge=1, description="Failures that open the circuit breaker.")
+    breaker_failures: int = Field(
+        3, ge=1, le=10_000, description="Failures that open the circuit breaker."
+    )
     breaker_cooldown: Duration = Field(900.0, description="How long an open breaker blocks.")
     lease_duration: Duration = Field(60.0, description="Kubernetes Lease held per target.")
     two_person: list[str] = Field(
