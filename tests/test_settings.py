@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from oncall.errors import ConfigError
 from oncall.settings import FlagValue, load_settings
 from oncall.settings.durations import format_duration, parse_duration
+from oncall.settings.yaml_marks import YamlLimits, current_limits, set_limits
 
 
 @pytest.mark.parametrize(
@@ -106,3 +107,39 @@ def test_a_problem_carries_file_line_col_and_key_as_fields(tmp_path: Path) -> No
     urls = by_key["vllm.urls"]
     assert (urls.file, urls.line, urls.col) == ("env ONCALL_VLLM__URLS", None, None)
     assert str(urls).startswith("env ONCALL_VLLM__URLS: vllm.urls: invalid JSON")
+
+
+def test_read_only_flag_alone_is_reported_as_the_flag(tmp_path: Path) -> None:
+    """Issue 12, item 13: `--read-only` given alone names the flag as its source, also when
+    the settings file says the same."""
+    (tmp_path / "oncall.yaml").write_text("read_only: true\n")
+    flags = [FlagValue(("read_only",), True, "--read-only")]
+    for environ in ({}, {"ONCALL_READ_ONLY": "false"}):
+        loaded = load_settings(cwd=tmp_path, environ=environ, flags=flags)
+        assert loaded.settings.read_only is True
+        assert loaded.sources["read_only"] == "flag --read-only"
+
+
+def test_limits_section_defaults_and_bounds(tmp_path: Path) -> None:
+    try:
+        loaded = load_settings(cwd=tmp_path, environ={"ONCALL_LIMITS__MAX_FILE_BYTES": "4096"})
+        assert current_limits().max_file_bytes == 4096  # every later read is bounded by it
+    finally:
+        set_limits(YamlLimits())
+    assert loaded.settings.limits.max_file_bytes == 4096
+    assert loaded.sources["limits.max_file_bytes"] == "env ONCALL_LIMITS__MAX_FILE_BYTES"
+    assert _problems(tmp_path, "limits:\n  max_file_bytes: 10\n") == [
+        "oncall.yaml:2:19: limits.max_file_bytes: Input should be greater than or equal to 1024"
+        " (got 10)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["inf", "nan", "1e400", "9" * 400, "9" * 5000 + "s"],
+    ids=["inf", "nan", "e", "9s", "s"],
+)
+def test_huge_and_non_finite_durations_are_located_errors(tmp_path: Path, value: str) -> None:
+    (problem,) = _problems(tmp_path, f"redis:\n  timeout: '{value}'\n")
+    assert problem.startswith("oncall.yaml:2:12: redis.timeout: invalid duration")
+    assert len(problem) < 200  # the value is shortened, not echoed in full

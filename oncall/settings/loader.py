@@ -23,7 +23,13 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from oncall.errors import ConfigError, Problem
 from oncall.redaction import redact, register_secret, register_url
 from oncall.settings.model import Settings
-from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml, set_limits
+from oncall.settings.yaml_marks import (
+    KeyPath,
+    MarkedDocument,
+    YamlLimits,
+    load_marked_yaml,
+    set_limits,
+)
 
 ENV_PREFIX = "ONCALL_"
 CONFIG_ENV = "ONCALL_CONFIG"
@@ -270,7 +276,9 @@ def load_settings(
         config_file = cwd / config_file
     document: MarkedDocument | None = None
     if config_file is not None:
-        document, file_problems = load_marked_yaml(config_file, display)
+        # Under the built-in bounds: the file cannot raise its own limits before it is read,
+        # and an earlier load's (lower) limits must not apply to it.
+        document, file_problems = load_marked_yaml(config_file, display, limits=YamlLimits())
         problems.extend(file_problems)
         if file_problems and not document.data:
             raise ConfigError(problems)

@@ -137,8 +137,8 @@ class _BoundedLoader(yaml.SafeLoader):
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep)
-        except (ValueError, TypeError, OverflowError, ArithmeticError) as exc:
-            # e.g. ints past Python's 4,300-digit limit, `!!float x`, `!!binary` not base64.
+        except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError) as exc:
+            # e.g. ints past the 4,300-digit limit, `!!float x`, an empty `!!int` (IndexError).
             text = str(exc)
             if "integer string conversion" in text:
                 text = "an integer of more digits than Python reads (4,300)"
@@ -219,7 +219,7 @@ def _walk(
 
 
 def load_marked_yaml(
-    path: Path, display: str | None = None
+    path: Path, display: str | None = None, *, limits: YamlLimits | None = None
 ) -> tuple[MarkedDocument, list[Problem]]:
     """Parse path; a syntax error becomes one Problem at its position, never an exception.
 
@@ -228,7 +228,7 @@ def load_marked_yaml(
     name = display or str(path)
     doc = MarkedDocument(file=name)
     problems: list[Problem] = []
-    limits = current_limits()
+    limits = limits or current_limits()
     text, read_problems = _read_bounded(path, name, limits.max_file_bytes)
     if text is None:
         return doc, read_problems

@@ -12,6 +12,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from oncall.cli.main import main
+from oncall.redaction import forget_secrets
+from oncall.settings.yaml_marks import current_limits, set_limits
+
+
+@contextlib.contextmanager
+def process_state_restored() -> Iterator[None]:
+    """Loading settings sets two process-wide things (the YAML bounds, the registered
+    secrets); a test that loads them must not leave them to the next test in its worker."""
+    saved = current_limits()
+    try:
+        yield
+    finally:
+        set_limits(saved)
+        forget_secrets()
 
 
 @dataclass(frozen=True)
@@ -36,7 +50,11 @@ def run_inprocess(*argv: str, env: dict[str, str] | None = None) -> Ran:
         for name in [n for n in os.environ if n.startswith("ONCALL_")]:
             del os.environ[name]
         os.environ.update(env or {})
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            process_state_restored(),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             try:
                 code = main(list(argv))
             except SystemExit as exc:
