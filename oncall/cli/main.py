@@ -7,7 +7,8 @@ handler prints one line naming it and where to report it, and exits 70 — never
 A reader that goes away (`oncall alerts | head`) ends the command quietly with 141.
 
 The headless commands write through `RedactingStream`s: whatever they print, JSON included,
-leaves the process with URL passwords, configured secrets and echoed tokens masked.
+leaves the process with URL passwords, configured secrets and echoed tokens masked. The audit
+commands are the exception (`VERBATIM`): records are redacted when written, then shown as is.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ then ONCALL_* environment variables (ONCALL_REDIS__TIMEOUT=1s); then flags.
 
 exit codes: 0 all well; 1 something found; 2 usage or configuration error;
 3 an unreachable backend left the answer incomplete; 70 a bug in oncall (please report it)."""
+
+#: Commands whose output is not passed through the redaction: the audit's records were
+#: redacted when written and are shown byte for byte, so that their hashes still verify.
+VERBATIM = frozenset({"audit"})
 
 REPORT_TO = "please report it to the oncall maintainers with the command you ran"
 
@@ -225,6 +230,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if handler is None:  # the app draws on the terminal itself; nothing to wrap
             return _run_app(args)
+        if args.command in VERBATIM:
+            return handler(args)
         with _redacted_output():
             return handler(args)
     except OncallError as exc:
