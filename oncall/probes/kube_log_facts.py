@@ -19,39 +19,10 @@ from typing import Any
 
 from oncall.backends.kube import Obj
 from oncall.probes.kube_facts import EPOCH, parse_time
+from oncall.redaction import redact_log
 
-MASK = "***"
 #: Longest line kept in facts; a longer one is cut (a log line can be a whole JSON dump).
 MAX_LINE_CHARS = 600
-
-# A name that says secret: the word ends the name or a separator follows ("hf_token",
-# "api-key", "token_file"), so "max_num_batched_tokens=8192" is kept.
-_SECRET_NAME = (
-    r"[\w.-]*(?:token|secret|passw(?:or)?d|api[_-]?key|access[_-]?key|credential)(?:[_.-][\w.-]*)?"  # noqa: S105 - names
-)
-_REDACTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Authorization: Bearer xyz / proxy-authorization=Basic xyz (the whole value)
-    (
-        re.compile(r"(?i)\b((?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)[^\"'\r\n]+"),
-        rf"\1{MASK}",
-    ),
-    (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]+"), rf"\1\2{MASK}"),
-    # scheme://user:password@host → scheme://***@host
-    (
-        re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?:[^/\s:@]+(?::[^/\s@]*)?|:[^/\s@]+)@"),
-        rf"\1{MASK}@",
-    ),
-    # --api-key VALUE, --hf-token=VALUE
-    (re.compile(rf"(?i)(--{_SECRET_NAME})(=|\s+)(?!-)\S+"), rf"\1\2{MASK}"),
-    # api_key=VALUE, "token": "VALUE", password: VALUE
-    (
-        re.compile(rf"(?i)([\"']?{_SECRET_NAME}[\"']?\s*[:=]\s*)([\"']?)[^\s\"',;}}]+"),
-        rf"\1\2{MASK}",
-    ),
-    (re.compile(r"\b(?:hf|ghp|gho|ghs|github_pat|xox[bpas])_[A-Za-z0-9_]{16,}"), MASK),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), MASK),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+"), MASK),
-)
 
 #: A Python exception line (`torch.OutOfMemoryError: …`, `RuntimeError: …`) or a Go panic.
 _EXCEPTION = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b:|\bpanic:")
@@ -66,10 +37,9 @@ _FACTORS = {
 
 
 def redact_line(line: str) -> str:
-    """The line with every secret it shows replaced by ***."""
-    for pattern, replacement in _REDACTIONS:
-        line = pattern.sub(replacement, line)
-    return line
+    """The line with every secret it shows masked: oncall's one redaction, in its eager form
+    for what a process printed (`oncall.redaction.redact_log`)."""
+    return redact_log(line)
 
 
 def log_lines(text: str, tail_lines: int) -> list[str]:

@@ -164,3 +164,15 @@ def test_config_show_masks_url_passwords_and_secrets() -> None:
     assert settings["prometheus"]["url"] == f"http://bob:{MASK}@127.0.0.1:9090"
     assert settings["vllm"]["api_key"] == MASK
     _clean(ran.output)
+
+
+def test_the_log_tail_probe_uses_the_one_redaction() -> None:
+    """kube.logs redacts with this module (eager form): configured secrets too."""
+    from oncall.probes.kube_log_facts import redact_line
+
+    register_secret(PROM_PW)
+    line = f"retrying with password {PROM_PW} at https://bob:x@h --hf-token hf_x Basic {BASIC}"
+    redacted = redact_line(line)
+    assert redacted == redact(redacted)  # stable: nothing left for a second pass
+    assert "bob" not in redacted and "hf_x" not in redacted
+    _clean(redacted)
