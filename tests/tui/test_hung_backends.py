@@ -58,12 +58,13 @@ def hung_settings(tmp_path: Path) -> Iterator[Path]:
         yield config
 
 
-async def answered(pilot: Pilot[None], app: OncallApp, key: str, screen: type) -> float:
-    """Press key; seconds until the screen it leads to is on top."""
-    started = time.monotonic()
+async def answered(pilot: Pilot[None], app: OncallApp, key: str, screen: type) -> bool:
+    """Press key; true once the screen it leads to is on top. The bound (5 s) only tells a
+    key that waits on a hung probe (20 s timeouts) from one answered at once: how fast keys
+    are answered is measured by scripts/bench/tui.py, not asserted here."""
     await pilot.press(key)
     await until(pilot, f"{key} answered", lambda: isinstance(app.screen, screen), within=5)
-    return time.monotonic() - started
+    return True
 
 
 async def test_every_backend_hung_navigation_works_and_steps_show_their_age(
@@ -77,8 +78,8 @@ async def test_every_backend_hung_navigation_works_and_steps_show_their_age(
             await until(pilot, "the alerts unknown", lambda: bool(app.book.statuses) and all(
                 s.state == "unknown" for s in app.book.statuses.values()))  # fmt: skip
             assert "timeout" in (app.book.statuses[ALERT].error or "")
-            assert await answered(pilot, app, "question_mark", HelpScreen) < 2
-            assert await answered(pilot, app, "escape", BoardScreen) < 2
+            assert await answered(pilot, app, "question_mark", HelpScreen)
+            assert await answered(pilot, app, "escape", BoardScreen)
             await until(
                 pilot, "the cursor on the alert", lambda: app.board.selected_alert() == ALERT
             )
@@ -97,12 +98,19 @@ async def test_every_backend_hung_navigation_works_and_steps_show_their_age(
 
             await until(pilot, "steps running with an age of 2 s or more", aged)
             # Keys are still answered while every probe hangs.
-            assert await answered(pilot, app, "escape", BoardScreen) < 2
+            assert await answered(pilot, app, "escape", BoardScreen)
             await pilot.press("colon")
             await pilot.press(*"audit", "enter")
             await until(pilot, "the audit screen", lambda: isinstance(app.screen, AuditScreen), 5)
             await pilot.press("escape")
             await until(pilot, "the board", lambda: isinstance(app.screen, BoardScreen), 5)
+            # Then each step's own timeout (the probe's, 5 s for kube: not the 20 s client
+            # timeout) ends it as unknown, naming its backend; nothing hangs past that.
             run = app.book.runs[ALERT]
-            assert run.running  # the probes are still waiting on their 20 s timeouts
+            await until(pilot, "the run ended by its steps' timeouts", lambda: not run.running)
+            ran = [r for r in run.results.values() if r.status != "skipped"]
+            assert {r.probe for r in ran} >= {"kube.pods", "kube.deployment"}
+            assert [(r.id, r.status) for r in ran if r.status != "unknown"] == []
+            kube = [r for r in ran if r.probe.startswith("kube.")]
+            assert all("no answer within" in (r.reason or "") for r in kube), kube
             await pilot.press("q")
