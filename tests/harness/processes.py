@@ -15,7 +15,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,24 @@ PR_SET_PDEATHSIG = 1
 
 STARTED_PIDS: set[int] = set()
 """Every pid the harness started in this process; the session end checks they are all gone."""
+
+
+@dataclass
+class ListeningProcess:
+    """A server process a test started: its `Popen`, the loopback port it listens on, its log."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:PORT."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        """What the process wrote so far."""
+        return self.log_path.read_text(errors="replace")
 
 
 def free_port() -> int:
@@ -102,6 +121,19 @@ def wait_until(
         time.sleep(0.05)
     tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
     pytest.fail(f"gave up after {timeout:g}s waiting for {what}\n{tail}", pytrace=False)
+
+
+@contextlib.contextmanager
+def serving(
+    argv: list[str], log: Path, ready: Callable[[], bool], *, timeout: float, what: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`spawn` argv, wait until `ready()` (failing with its log), yield it, always `stop` it."""
+    proc = spawn(argv, log)
+    try:
+        wait_until(ready, timeout=timeout, what=what, proc=proc, log=log)
+        yield proc
+    finally:
+        stop(proc)
 
 
 async def eventually(
