@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -66,6 +67,18 @@ def require_binary(name: str, package: str) -> str:
             pytrace=False,
         )
     return path
+
+
+def loaded_by(imports: str, package: str) -> subprocess.CompletedProcess[str]:
+    """Run `imports` in a fresh interpreter; its stdout is the sorted list of `package`'s
+    modules they loaded (`[]` when none: the import stayed light)."""
+    code = (
+        f"import sys\n{imports}\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] == {package!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
 
 
 def _die_with_parent() -> None:
