@@ -55,6 +55,16 @@ def stop_sim(sim: SimProcess) -> None:
 
 
 @contextlib.contextmanager
+def running_sim(directory: Path, *args: str) -> Iterator[SimProcess]:
+    """`start_sim` for a `with` block (or a fixture's `yield`): always stopped afterwards."""
+    sim = start_sim(directory, *args)
+    try:
+        yield sim
+    finally:
+        stop_sim(sim)
+
+
+@contextlib.contextmanager
 def sim_factory(directory: Path, *base_args: str) -> Iterator[Callable[..., SimProcess]]:
     """A factory of simulators started with `base_args` and a test's own arguments; every one
     it started is stopped on the way out (for fixtures: `with sim_factory(...) as f: yield f`)."""
