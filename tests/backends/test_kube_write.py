@@ -5,8 +5,6 @@ RBAC 403s and a server that never answers."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -31,6 +29,7 @@ from oncall.model.patches import inverse_patch, max_num_seqs_patch
 from oncall.settings.model import KubernetesSettings
 from tests.drill.kube.conftest import wait_until
 from tests.harness.faults import http_stub, silent_listener
+from tests.harness.processes import loaded_by
 
 NS = "ai"
 APP = "app=vllm"
@@ -414,12 +413,5 @@ async def test_a_silent_server_times_out_within_the_timeout(tmp_path: Path) -> N
 
 
 def test_importing_the_writer_does_not_import_kubernetes() -> None:
-    code = (
-        "import sys\n"
-        "import oncall.backends.kube_write, oncall.model.patches\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
+    proc = loaded_by("import oncall.backends.kube_write, oncall.model.patches", "kubernetes")
     assert proc.stdout.strip() == "[]", proc.stderr

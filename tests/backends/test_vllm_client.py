@@ -22,7 +22,7 @@ from oncall.backends.vllm import (
 )
 from oncall.drill.netutil import free_loopback_port
 from oncall.errors import BackendError
-from tests.drill.vllm.helpers import SimProcess, sim_factory, start_sim, stop_sim
+from tests.drill.vllm.helpers import SimProcess, running_sim, sim_factory
 from tests.harness.faults import http_stub
 
 MODEL = "qwen"
@@ -152,18 +152,11 @@ def sim(
 ) -> Iterator[SimProcess]:
     """One simulator per metrics version, shared by the non-fault tests; always stopped."""
     version: str = request.param
-    started = start_sim(
-        tmp_path_factory.mktemp(f"vllm_{version}"),
-        *BASE_ARGS,
-        "--metrics-version",
-        version,
-        "--speed",
-        "10",
-    )
-    try:
+    directory = tmp_path_factory.mktemp(f"vllm_{version}")
+    with running_sim(
+        directory, *BASE_ARGS, "--metrics-version", version, "--speed", "10"
+    ) as started:
         yield started
-    finally:
-        stop_sim(started)
 
 
 @pytest.fixture

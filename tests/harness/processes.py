@@ -14,8 +14,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,24 @@ PR_SET_PDEATHSIG = 1
 
 STARTED_PIDS: set[int] = set()
 """Every pid the harness started in this process; the session end checks they are all gone."""
+
+
+@dataclass
+class ListeningProcess:
+    """A server process a test started: its `Popen`, the loopback port it listens on, its log."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:PORT."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        """What the process wrote so far."""
+        return self.log_path.read_text(errors="replace")
 
 
 def free_port() -> int:
@@ -47,6 +67,18 @@ def require_binary(name: str, package: str) -> str:
             pytrace=False,
         )
     return path
+
+
+def loaded_by(imports: str, package: str) -> subprocess.CompletedProcess[str]:
+    """Run `imports` in a fresh interpreter; its stdout is the sorted list of `package`'s
+    modules they loaded (`[]` when none: the import stayed light)."""
+    code = (
+        f"import sys\n{imports}\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] == {package!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
 
 
 def _die_with_parent() -> None:
@@ -102,6 +134,19 @@ def wait_until(
         time.sleep(0.05)
     tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
     pytest.fail(f"gave up after {timeout:g}s waiting for {what}\n{tail}", pytrace=False)
+
+
+@contextlib.contextmanager
+def serving(
+    argv: list[str], log: Path, ready: Callable[[], bool], *, timeout: float, what: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`spawn` argv, wait until `ready()` (failing with its log), yield it, always `stop` it."""
+    proc = spawn(argv, log)
+    try:
+        wait_until(ready, timeout=timeout, what=what, proc=proc, log=log)
+        yield proc
+    finally:
+        stop(proc)
 
 
 async def eventually(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import httpx
 import redis
 import yaml
 
-from tests.harness.processes import free_port, require_binary, spawn, stop, wait_until
+from tests.harness.processes import free_port, require_binary, serving
 
 
 @dataclass
@@ -60,18 +61,9 @@ def redis_server(directory: Path, *extra_args: str) -> Iterator[RunningServer]:
         *extra_args,
     ]  # fmt: skip
     log = directory / "redis.log"
-    proc = spawn(argv, log)
-    try:
-        wait_until(
-            lambda: _redis_ready(port),
-            timeout=10,
-            what="redis-server to answer PING",
-            proc=proc,
-            log=log,
-        )
+    ready = functools.partial(_redis_ready, port)
+    with serving(argv, log, ready, timeout=10, what="redis-server to answer PING") as proc:
         yield RunningServer("redis-server", port, f"redis://127.0.0.1:{port}/0", proc, directory)
-    finally:
-        stop(proc)
 
 
 def _prometheus_ready(url: str) -> bool:
@@ -109,15 +101,6 @@ def prometheus_server(
     ]
     log = directory / "prometheus.log"
     url = f"http://127.0.0.1:{port}"
-    proc = spawn(argv, log)
-    try:
-        wait_until(
-            lambda: _prometheus_ready(url),
-            timeout=30,
-            what="prometheus to be ready",
-            proc=proc,
-            log=log,
-        )
+    ready = functools.partial(_prometheus_ready, url)
+    with serving(argv, log, ready, timeout=30, what="prometheus to be ready") as proc:
         yield RunningServer("prometheus", port, url, proc, directory)
-    finally:
-        stop(proc)

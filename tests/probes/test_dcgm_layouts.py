@@ -9,7 +9,6 @@ same files are scraped by a real Prometheus and read through the real query path
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from oncall.backends.dcgm import dcgm_query, devices_from_dcgm
 from oncall.backends.gpu import GpuDevice
 from oncall.model.metrics import Sample
-from oncall.probes.context import ProbeContext
-from oncall.probes.gpu import DevicesParams, run_devices
-from oncall.settings.model import GpuSettings, PrometheusSettings, Settings
 from tests.drill.gateway.helpers import serve_app
-from tests.harness.processes import eventually
-from tests.harness.servers import RunningServer, prometheus_server
+from tests.harness.servers import prometheus_server
+from tests.probes.dcgm_scraped import Scraped, wait_scraped
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "dcgm"
 #: prometheus-operator's target labels for the Helm chart's exporter pod.
@@ -151,20 +147,6 @@ def test_the_query_reads_both_node_labels_and_the_targets_up() -> None:
 # ------------------------------------------------------------------ through a real Prometheus
 
 
-@dataclass
-class Scraped:
-    prom: RunningServer
-
-    async def devices(self, node: str) -> list[dict[str, Any]]:
-        settings = Settings(
-            prometheus=PrometheusSettings(url=self.prom.url), gpu=GpuSettings(source="dcgm")
-        )
-        async with ProbeContext(settings) as ctx:
-            facts = await run_devices(ctx, DevicesParams(node=node))
-        devices: list[dict[str, Any]] = facts["devices"]
-        return devices
-
-
 def _job(name: str, target: str, path: str, *, honor: bool, suffix: str = "") -> dict[str, Any]:
     job: dict[str, Any] = {
         "job_name": name,
@@ -209,16 +191,9 @@ async def scraped(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Scr
         with prometheus_server(
             tmp_path_factory.mktemp("dcgm-layouts"), scrape_configs=jobs
         ) as prom:
-
-            async def all_scraped() -> bool:
-                response = await http.get(
-                    f"{prom.url}/api/v1/query", params={"query": "count(up == 1)"}
-                )
-                result = response.json()["data"]["result"]
-                return bool(result) and result[0]["value"][1] == str(len(jobs))
-
-            await eventually(all_scraped, within=30, what="every fixture scraped")
-            yield Scraped(prom)
+            yield await wait_scraped(
+                http, prom, "count(up == 1)", len(jobs), what="every fixture scraped"
+            )
 
 
 module_loop = pytest.mark.asyncio(loop_scope="module")

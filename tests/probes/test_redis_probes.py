@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -315,22 +316,23 @@ def test_equivalents() -> None:
 # ---- failures ------------------------------------------------------------------------------
 
 
-async def test_silent_server_times_out_within_the_timeout() -> None:
-    with silent_listener() as port:
+def _refused() -> contextlib.AbstractContextManager[int]:
+    return contextlib.nullcontext(refused_port())
+
+
+@pytest.mark.parametrize(
+    ("server", "reason"),
+    [(silent_listener, "timeout"), (_refused, "refused")],
+    ids=["silent server times out", "refused"],
+)
+async def test_every_probe_fails_typed_within_the_timeout(
+    server: Callable[[], contextlib.AbstractContextManager[int]], reason: str
+) -> None:
+    with server() as port:
         async with ProbeContext(settings(f"redis://127.0.0.1:{port}/0")) as ctx:
             for name in BY_NAME:
                 started = time.monotonic()
                 with pytest.raises(BackendError) as caught:
                     await run(ctx, name, **DEFAULT_PARAMS.get(name, {}))
-                assert caught.value.reason == "timeout", name
+                assert caught.value.reason == reason, name
                 assert time.monotonic() - started <= TIMEOUT + SLACK, name
-
-
-async def test_refused() -> None:
-    async with ProbeContext(settings(f"redis://127.0.0.1:{refused_port()}/0")) as ctx:
-        for name in BY_NAME:
-            started = time.monotonic()
-            with pytest.raises(BackendError) as caught:
-                await run(ctx, name, **DEFAULT_PARAMS.get(name, {}))
-            assert caught.value.reason == "refused", name
-            assert time.monotonic() - started <= TIMEOUT + SLACK, name

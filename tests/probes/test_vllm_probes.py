@@ -22,7 +22,7 @@ from oncall.probes import vllm as probes
 from oncall.probes.base import Facts, Probe
 from oncall.probes.context import ProbeContext
 from oncall.settings.model import PrometheusSettings, Settings, VllmSettings
-from tests.drill.vllm.helpers import SimProcess, sim_factory, start_sim, stop_sim
+from tests.drill.vllm.helpers import SimProcess, running_sim, sim_factory
 from tests.harness.faults import refused_port, silent_listener
 from tests.harness.processes import eventually
 
@@ -67,22 +67,15 @@ def dead_url() -> str:
 
 @pytest.fixture(scope="module")
 def sim33(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    sim = start_sim(tmp_path_factory.mktemp("sim33"), *BASE_ARGS, "--speed", "10")
-    try:
+    with running_sim(tmp_path_factory.mktemp("sim33"), *BASE_ARGS, "--speed", "10") as sim:
         yield sim
-    finally:
-        stop_sim(sim)
 
 
 @pytest.fixture(scope="module")
 def sim10(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    sim = start_sim(
-        tmp_path_factory.mktemp("sim10"), *BASE_ARGS, "--speed", "10", "--metrics-version", "0.10"
-    )
-    try:
+    directory = tmp_path_factory.mktemp("sim10")
+    with running_sim(directory, *BASE_ARGS, "--speed", "10", "--metrics-version", "0.10") as sim:
         yield sim
-    finally:
-        stop_sim(sim)
 
 
 @pytest.fixture

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from collections.abc import Sequence
-
-from aiohttp import web
 
 from oncall.drill.gateway_sim.config import GatewaySettings
 from oncall.drill.gateway_sim.server import build_app
 from oncall.drill.loadgen.targets import NotLoopbackError, require_loopback_url
+from oncall.drill.simhttp import serve_until_signal
 
 EXIT_USAGE = 2
 
@@ -59,25 +57,11 @@ def parse_args(argv: Sequence[str]) -> GatewaySettings:
 
 async def serve(settings: GatewaySettings) -> int:
     """Listen on 127.0.0.1 and serve until SIGTERM/SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    runner = web.AppRunner(build_app(settings), access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, settings.host, settings.port)
-        await site.start()
-        print(
-            f"INFO gateway listening on http://{settings.host}:{settings.port} "
-            f"(upstreams: {', '.join(settings.vllm_urls)})",
-            file=sys.stderr,
-            flush=True,
-        )
-        await stop.wait()
-        return 0
-    finally:
-        await runner.cleanup()
+    banner = (
+        f"INFO gateway listening on http://{settings.host}:{settings.port} "
+        f"(upstreams: {', '.join(settings.vllm_urls)})"
+    )
+    return await serve_until_signal(build_app(settings), settings.host, settings.port, banner)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

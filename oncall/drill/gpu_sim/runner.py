@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from collections.abc import Sequence
-
-from aiohttp import web
 
 from oncall.drill.gpu_sim.devices import DEFAULT_GPU_MEMORY_UTILIZATION, PodClaim
 from oncall.drill.gpu_sim.layout import Layout
 from oncall.drill.gpu_sim.podresources import static_pods
 from oncall.drill.gpu_sim.server import Exporter, build_app
 from oncall.drill.loadgen.targets import NotLoopbackError, require_loopback_url
+from oncall.drill.simhttp import serve_until_signal
 
 HOST = "127.0.0.1"
 EXIT_USAGE = 2
@@ -75,19 +73,8 @@ def parse_args(argv: Sequence[str]) -> tuple[int, Exporter]:
 
 async def serve(port: int, exporter: Exporter) -> int:
     """Listen on 127.0.0.1 and serve until SIGTERM/SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    runner = web.AppRunner(build_app(exporter), access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, HOST, port).start()
-        print(f"INFO gpu exporter listening on http://{HOST}:{port}", file=sys.stderr, flush=True)
-        await stop.wait()
-        return 0
-    finally:
-        await runner.cleanup()
+    banner = f"INFO gpu exporter listening on http://{HOST}:{port}"
+    return await serve_until_signal(build_app(exporter), HOST, port, banner)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

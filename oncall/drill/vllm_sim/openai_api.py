@@ -188,6 +188,22 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     }
 
 
+def _envelope(
+    req: GenerationRequest, request_id: str, created: int, chat_object: str, choices: list[Any]
+) -> dict[str, Any]:
+    """The head every completion object and chunk starts with, in vLLM's key order.
+
+    Completions (not chat) always say `text_completion`, streamed or not.
+    """
+    return {
+        "id": request_id,
+        "object": chat_object if req.kind == "chat" else "text_completion",
+        "created": created,
+        "model": req.model,
+        "choices": choices,
+    }
+
+
 def response_body(
     req: GenerationRequest,
     request_id: str,
@@ -212,11 +228,7 @@ def response_body(
         choice["prompt_logprobs"] = None
     choice["stop_reason"] = None
     return {
-        "id": request_id,
-        "object": "chat.completion" if req.kind == "chat" else "text_completion",
-        "created": created,
-        "model": req.model,
-        "choices": [choice],
+        **_envelope(req, request_id, created, "chat.completion", [choice]),
         "usage": usage(req.prompt_tokens, completion_tokens),
         "system_fingerprint": None,
         "prompt_logprobs": None,
@@ -244,13 +256,7 @@ def stream_chunk(
         choice["text"] = text or ""
     choice["finish_reason"] = finish_reason
     choice["stop_reason"] = None
-    return {
-        "id": request_id,
-        "object": "chat.completion.chunk" if req.kind == "chat" else "text_completion",
-        "created": created,
-        "model": req.model,
-        "choices": [choice],
-    }
+    return _envelope(req, request_id, created, "chat.completion.chunk", [choice])
 
 
 def usage_chunk(
@@ -258,11 +264,7 @@ def usage_chunk(
 ) -> dict[str, Any]:
     """The final chunk of `stream_options.include_usage`: no choices, only usage."""
     return {
-        "id": request_id,
-        "object": "chat.completion.chunk" if req.kind == "chat" else "text_completion",
-        "created": created,
-        "model": req.model,
-        "choices": [],
+        **_envelope(req, request_id, created, "chat.completion.chunk", []),
         "usage": usage(req.prompt_tokens, completion_tokens),
     }
 

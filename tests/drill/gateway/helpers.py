@@ -8,11 +8,11 @@ parsed with prometheus_client's parser, quantiles interpolated from histogram bu
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from oncall.drill.netutil import free_loopback_port, port_accepts
-from tests.harness.processes import spawn, stop, wait_until
+from tests.harness.processes import ListeningProcess, serving
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MODEL = "sim/llama"
@@ -40,17 +40,8 @@ async def serve_app(app: web.Application) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-@dataclass
-class Proc:
-    """A simulator process started for a test."""
-
-    proc: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+Proc = ListeningProcess
+"""A simulator process started for a test."""
 
 
 @contextlib.contextmanager
@@ -58,14 +49,22 @@ def module_process(directory: Path, module: str, *args: str) -> Iterator[Proc]:
     """`python -m module --port P args...` until the port accepts; stopped afterwards."""
     port = free_loopback_port()
     log = directory / f"{module.rsplit('.', 1)[-1]}_{port}.log"
-    proc = spawn([sys.executable, "-m", module, "--port", str(port), *args], log)
-    try:
-        wait_until(
-            lambda: port_accepts(port), timeout=20, what=f"{module} to listen", proc=proc, log=log
-        )
+    argv = [sys.executable, "-m", module, "--port", str(port), *args]
+    ready = functools.partial(port_accepts, port)
+    with serving(argv, log, ready, timeout=20, what=f"{module} to listen") as proc:
         yield Proc(proc, port, log)
-    finally:
-        stop(proc)
+
+
+def run_module(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m module args...` to its end (30 s at most), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def vllm_sim(directory: Path, *args: str) -> contextlib.AbstractContextManager[Proc]:

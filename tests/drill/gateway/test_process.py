@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
 from tests.drill.gateway.conftest import DB
-from tests.drill.gateway.helpers import MODEL, REPO_ROOT, Proc, module_process
+from tests.drill.gateway.helpers import MODEL, Proc, module_process, run_module
 from tests.harness.servers import RunningServer
 
 
@@ -33,25 +31,16 @@ async def test_gateway_process_serves_chat_and_metrics(
 
 
 def test_gateway_refuses_non_loopback_upstreams() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "oncall.drill.gateway_sim",
-            "--port",
-            "1",
-            "--redis-url",
-            "redis://127.0.0.1:6379/0",
-            "--vllm-url",
-            "http://10.0.0.8:8000",
-            "--model",
-            MODEL,
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
+    result = run_module(
+        "oncall.drill.gateway_sim",
+        "--port",
+        "1",
+        "--redis-url",
+        "redis://127.0.0.1:6379/0",
+        "--vllm-url",
+        "http://10.0.0.8:8000",
+        "--model",
+        MODEL,
     )
     assert result.returncode == 2
     assert "loopback" in result.stderr

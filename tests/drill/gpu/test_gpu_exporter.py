@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +23,9 @@ from oncall.drill.gpu_sim.layout import Layout
 from oncall.drill.gpu_sim.podresources import Allocator, static_pods
 from oncall.drill.gpu_sim.server import Exporter, build_app
 from tests.drill.gateway.helpers import (
-    REPO_ROOT,
     Metrics,
     module_process,
+    run_module,
     scrape,
     serve_app,
     vllm_sim,
@@ -307,21 +305,12 @@ async def test_real_vllm_kv_fills_and_fb_used_stays_flat(tmp_path: Path) -> None
 
 
 def test_process_refuses_non_loopback_vllm() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "oncall.drill.gpu_sim",
-            "--port",
-            "1",
-            "--pod",
-            "ai/vllm-a=http://192.168.1.5:8000",
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
+    result = run_module(
+        "oncall.drill.gpu_sim",
+        "--port",
+        "1",
+        "--pod",
+        "ai/vllm-a=http://192.168.1.5:8000",
     )
     assert result.returncode == 2
     assert "loopback" in result.stderr

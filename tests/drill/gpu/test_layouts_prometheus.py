@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import pytest
@@ -18,12 +16,9 @@ from oncall.drill.gpu_sim.devices import GpuSpec, PodClaim, Slot, vllm_used_mib
 from oncall.drill.gpu_sim.layout import Layout
 from oncall.drill.gpu_sim.podresources import static_pods
 from oncall.drill.gpu_sim.server import Exporter, build_app
-from oncall.probes.context import ProbeContext
-from oncall.probes.gpu import DevicesParams, run_devices
-from oncall.settings.model import GpuSettings, PrometheusSettings, Settings
 from tests.drill.gateway.helpers import serve_app
-from tests.harness.processes import eventually
-from tests.harness.servers import RunningServer, prometheus_server
+from tests.harness.servers import prometheus_server
+from tests.probes.dcgm_scraped import Scraped, wait_scraped
 
 SPEC = GpuSpec()
 LAYOUTS = ("helm", "honor-labels", "hostname", "virtual-gpus", "mig")
@@ -32,21 +27,6 @@ CLAIMS = [
     PodClaim("ai", "vllm-a", gpu_memory_utilization=0.92),
     PodClaim("ai", "vllm-b", gpu_memory_utilization=0.45),
 ]
-
-
-@dataclass
-class Scraped:
-    prom: RunningServer
-
-    async def devices(self, node: str) -> list[dict[str, Any]]:
-        settings = Settings(
-            prometheus=PrometheusSettings(url=self.prom.url), gpu=GpuSettings(source="dcgm")
-        )
-        async with ProbeContext(settings) as ctx:
-            found: list[dict[str, Any]] = (await run_devices(ctx, DevicesParams(node=node)))[
-                "devices"
-            ]
-            return found
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -61,14 +41,9 @@ async def scraped(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Scr
         http = await stack.enter_async_context(httpx.AsyncClient(trust_env=False, timeout=5))
         directory = tmp_path_factory.mktemp("dcgm-layouts-drill")
         prom = stack.enter_context(prometheus_server(directory, scrape_configs=jobs))
-
-        async def all_up() -> bool:
-            response = await http.get(f"{prom.url}/api/v1/query", params={"query": "sum(up)"})
-            result = response.json()["data"]["result"]
-            return bool(result) and result[0]["value"][1] == str(len(LAYOUTS))
-
-        await eventually(all_up, within=30, what="every layout's exporter scraped")
-        yield Scraped(prom)
+        yield await wait_scraped(
+            http, prom, "sum(up)", len(LAYOUTS), what="every layout's exporter scraped"
+        )
 
 
 module_loop = pytest.mark.asyncio(loop_scope="module")

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -17,28 +16,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from oncall.drill.netutil import free_loopback_port, wait_for_port
+from tests.harness.processes import ListeningProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MODEL = "sim/llama"
 T = TypeVar("T")
 
 
-@dataclass
-class SimProcess:
-    """A running simulator process."""
-
-    proc: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        """Base URL, e.g. http://127.0.0.1:PORT."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def log(self) -> str:
-        """What the process wrote so far."""
-        return self.log_path.read_text(errors="replace")
+SimProcess = ListeningProcess
+"""A running simulator process."""
 
 
 def start_sim(directory: Path, *args: str, wait: bool = True) -> SimProcess:
@@ -66,6 +52,16 @@ def stop_sim(sim: SimProcess) -> None:
         except subprocess.TimeoutExpired:
             sim.proc.kill()
             sim.proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def running_sim(directory: Path, *args: str) -> Iterator[SimProcess]:
+    """`start_sim` for a `with` block (or a fixture's `yield`): always stopped afterwards."""
+    sim = start_sim(directory, *args)
+    try:
+        yield sim
+    finally:
+        stop_sim(sim)
 
 
 @contextlib.contextmanager
