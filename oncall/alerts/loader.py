@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from oncall.alerts.durations import parse_prom_duration
+from oncall.alerts.prometheusrule import RuleDocument, unwrap_prometheus_rules
 from oncall.errors import Problem
 from oncall.model.alerts import AlertRule
 from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml
@@ -76,12 +77,12 @@ def load_rule_files(paths: Sequence[Path], *, for_scale: float = 1.0) -> RuleSet
     rules: list[AlertRule] = []
     recording = 0
     for file in files:
-        checker = _FileChecker(file, for_scale)
-        checker.check()
-        checker.problems.sort(key=_position)
-        rules.extend(checker.rules)
-        recording += checker.recording
-        problems.extend(checker.problems)
+        for checker in _checkers(file, for_scale):
+            checker.check()
+            checker.problems.sort(key=_position)
+            rules.extend(checker.rules)
+            recording += checker.recording
+            problems.extend(checker.problems)
     return RuleSet(rules=rules, recording=recording, files=files, problems=problems)
 
 
@@ -112,6 +113,15 @@ def _expand(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
                 seen.add(file.resolve())
                 files.append(file)
     return files, problems
+
+
+def _checkers(file: Path, for_scale: float) -> list[_FileChecker]:
+    """One checker per rule document of the file: the file itself, or each PrometheusRule
+    object in it (see `oncall.alerts.prometheusrule`)."""
+    documents = unwrap_prometheus_rules(file, str(file))
+    if documents is None:
+        return [_FileChecker(file, for_scale)]
+    return [_FileChecker(file, for_scale, document) for document in documents]
 
 
 def _position(problem: Problem) -> tuple[int, int]:
@@ -162,11 +172,15 @@ class _Group:
 class _FileChecker:
     """Checks one rule file; collects its problems and its good alerting rules."""
 
-    def __init__(self, path: Path, for_scale: float) -> None:
+    def __init__(self, path: Path, for_scale: float, document: RuleDocument | None = None) -> None:
         self.file = str(path)
         self.for_scale = for_scale
         self.doc: MarkedDocument
-        self.doc, self.problems = load_marked_yaml(path, self.file)
+        self.document = document
+        if document is None:
+            self.doc, self.problems = load_marked_yaml(path, self.file)
+        else:  # a PrometheusRule object's spec, already read
+            self.doc, self.problems = document.doc, list(document.problems)
         self.rules: list[AlertRule] = []
         self.recording = 0
         # Duplicate keys found while reading taint the group or rule that holds them.
@@ -182,6 +196,11 @@ class _FileChecker:
         self.problems.append(self.doc.problem(path, message, key=_dotted(path), of_key=of_key))
 
     def check(self) -> None:
+        self._check()
+        if self.document is not None:
+            self.problems = self.document.located(self.problems)
+
+    def _check(self) -> None:
         if self.problems and not self.doc.value_at:
             # Unreadable, a syntax error, or a top level that is not a mapping: nothing to walk.
             self.problems = [
