@@ -3,6 +3,9 @@
 Per rule the source is `prometheus` when the rule is deployed there (found by name in
 `/api/v1/rules`, one request for all rules) and `local` otherwise (an instant query per rule
 and the `for` state machine of `local_eval`); the `alerts.source` setting can force either.
+Besides the local rules, the same answer lists every rule Prometheus evaluates that
+`alerts.from_prometheus` selects (`remote_rules`); they follow the local ones, in
+Prometheus' order, and keep their rows while Prometheus cannot be asked.
 When a source fails, the affected rules become `unknown` with the reason, and their last
 known instances are kept, marked stale since the first failure.
 """
@@ -17,7 +20,14 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from oncall.alerts.local_eval import LocalEvaluator, overall_state
-from oncall.alerts.prom_source import deployed_alerting_rules, instances_of
+from oncall.alerts.prom_source import deployed_alerting_rules, instances_of, parse_time
+from oncall.alerts.remote_rules import (
+    RuleKey,
+    deployed_by_key,
+    merged,
+    remote_rules,
+    rule_key,
+)
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
 from oncall.model.alerts import (
@@ -28,6 +38,7 @@ from oncall.model.alerts import (
     SourceName,
     failure_reason,
 )
+from oncall.model.matchers import Selection
 
 SourceSetting = Literal["auto", "prometheus", "local"]
 #: A rule's range query for its sparkline is made at most this often (per rule). The app asks
@@ -43,7 +54,11 @@ class AlertEngine:
     rules: list[AlertRule]
     source: SourceSetting = "auto"
     local: LocalEvaluator = field(default_factory=LocalEvaluator)
-    last: dict[str, RuleStatus] = field(default_factory=dict)
+    #: Which rules of Prometheus are listed besides `rules`; None: none of them.
+    from_prometheus: Selection | None = None
+    #: The rules only Prometheus has, as of its last answer.
+    remote: list[AlertRule] = field(default_factory=list)
+    last: dict[RuleKey, RuleStatus] = field(default_factory=dict)
     history: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     _history_at: dict[str, float] = field(default_factory=dict)
 
@@ -51,10 +66,14 @@ class AlertEngine:
         """New states for every rule: at most one request for the deployed ones."""
         now = time.time() if now is None else now
         deployed: dict[str, dict[str, object]] = {}
+        by_key: dict[RuleKey, list[dict[str, object]]] = {}
         prom_error: BackendError | None = None
         if self.source != "local":
             try:
-                deployed = deployed_alerting_rules(await self.prom.rules(kind="alert"))
+                groups = await self.prom.rules(kind="alert")
+                deployed = deployed_alerting_rules(groups)
+                by_key = deployed_by_key(groups)
+                self.remote = remote_rules(by_key, self.rules, self.from_prometheus)
             except BackendError as exc:
                 prom_error = exc
         by_prometheus, by_local = [], []
@@ -63,15 +82,20 @@ class AlertEngine:
                 by_prometheus.append(rule)
             else:
                 by_local.append(rule)
-        statuses: dict[str, RuleStatus] = {}
+        statuses: dict[RuleKey, RuleStatus] = {}
         for rule in by_prometheus:
-            statuses[rule.name] = self._from_prometheus(rule, deployed, prom_error, now)
+            found = deployed.get(rule.name)
+            statuses[rule_key(rule)] = self._from_prometheus(rule, found, prom_error, now)
+        for rule in self.remote:
+            raws = by_key.get(rule_key(rule))
+            found = merged(raws) if raws else None
+            statuses[rule_key(rule)] = self._from_prometheus(rule, found, prom_error, now)
         if by_local:
             local = await self.local.evaluate(self.prom, by_local, now)
             for rule in by_local:
-                statuses[rule.name] = self._from_local(rule, local.get(rule.name, []))
+                statuses[rule_key(rule)] = self._from_local(rule, local.get(rule.name, []), now)
         self.last.update(statuses)
-        return [statuses[rule.name] for rule in self.rules]
+        return [statuses[rule_key(rule)] for rule in [*self.rules, *self.remote]]
 
     def _source_of(
         self, rule: AlertRule, deployed: Mapping[str, object], error: BackendError | None
@@ -80,25 +104,26 @@ class AlertEngine:
             return self.source
         if error is not None:
             # Which rules Prometheus has is unknown now: keep each rule's last source.
-            previous = self.last.get(rule.name)
+            previous = self.last.get(rule_key(rule))
             return previous.source if previous else "local"
         return "prometheus" if rule.name in deployed else "local"
 
     def _from_prometheus(
         self,
         rule: AlertRule,
-        deployed: dict[str, dict[str, object]],
+        found: dict[str, object] | None,
         error: BackendError | None,
         now: float,
     ) -> RuleStatus:
         if error is not None:
             text = f"{error.reason}: {error.detail}"
             return self._stale(rule, "prometheus", text, failure_reason(error), now)
-        found = deployed.get(rule.name)
         if found is None:
             return RuleStatus(rule, "prometheus", "unknown", (), error="not deployed to Prometheus")
         instances = instances_of(dict(found), now)
-        last_eval = instances[0].last_evaluation if instances else None
+        # Prometheus reports lastEvaluation for every rule, an inactive one (no alerts) too.
+        last = found.get("lastEvaluation")
+        last_eval = parse_time(last) if isinstance(last, str) else None
         rule_error = next((i.error for i in instances if i.error), None)
         return RuleStatus(
             rule,
@@ -109,7 +134,9 @@ class AlertEngine:
             last_evaluation=last_eval,
         )
 
-    def _from_local(self, rule: AlertRule, instances: list[AlertInstance]) -> RuleStatus:
+    def _from_local(
+        self, rule: AlertRule, instances: list[AlertInstance], now: float
+    ) -> RuleStatus:
         errors = [i for i in instances if i.error]
         if errors:
             stale = [i.stale_since for i in errors if i.stale_since is not None]
@@ -123,18 +150,19 @@ class AlertEngine:
                 stale_since=min(stale) if stale else None,
                 last_evaluation=self._last_eval(rule),
             )
-        last_eval = instances[0].last_evaluation if instances else None
+        # An inactive rule (no instance) was evaluated all the same, at `now`.
+        last_eval = instances[0].last_evaluation if instances else now
         return RuleStatus(rule, "local", overall_state(instances), tuple(instances),
                           last_evaluation=last_eval)  # fmt: skip
 
     def _last_eval(self, rule: AlertRule) -> float | None:
-        previous = self.last.get(rule.name)
+        previous = self.last.get(rule_key(rule))
         return previous.last_evaluation if previous else None
 
     def _stale(
         self, rule: AlertRule, source: SourceName, text: str, reason: FailureReason, now: float
     ) -> RuleStatus:
-        previous = self.last.get(rule.name)
+        previous = self.last.get(rule_key(rule))
         stale_since = previous.stale_since if previous and previous.stale_since else now
         instances = tuple(
             replace(i, stale_since=stale_since, error=text, reason=reason)
@@ -146,7 +174,10 @@ class AlertEngine:
         )  # fmt: skip
 
     async def refresh_history(self, now: float | None = None) -> None:
-        """Range queries for sparklines: per rule at most once a minute, ~60 points an hour."""
+        """Range queries for sparklines: per rule at most once a minute, ~60 points an hour.
+
+        Only for the local rules: hundreds of rules from Prometheus would be hundreds of range
+        queries a minute against the team's Prometheus; their rows show no sparkline."""
         now = time.time() if now is None else now
         due = [
             r

@@ -1,4 +1,9 @@
-"""`oncall alerts [-o table|json] [--watch]`: the golden alerts' states, headless.
+"""`oncall alerts [-o table|json] [--watch] [--match SELECTION]`: the alerts' states, headless.
+
+Every rule of the packs and `alerts.files`, and those Prometheus evaluates that
+`alerts.from_prometheus` selects. `--match` keeps the rows whose labels match its matchers
+(`severity="page"`, `team=~"infer.*"`) and whose text has its words; a selection that keeps
+nothing says so on stderr (the exit code is still the one of the rows kept).
 
 Exit codes: 1 when an alert fires, 3 when any alert's state is not known because of the
 backend (unreachable, 401/403 "auth", an HTML login page or other "bad payload": a script must
@@ -17,8 +22,9 @@ import time
 from typing import Any
 
 from oncall.cli.config_cmd import load_from_args
-from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE
+from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, UsageError
 from oncall.model.alerts import RuleStatus
+from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.redaction import redact
 from oncall.service.alerts import AlertsReport, alert_engine
 
@@ -93,7 +99,10 @@ def render_json(report: AlertsReport) -> str:
             "expr": s.rule.expr,
             "summary": s.rule.annotations.get("summary"),
             "runbook": s.rule.annotations.get("runbook"),
-            "file": f"{s.rule.file}:{s.rule.line}",
+            "group": s.rule.group,
+            "labels": s.rule.labels,
+            "annotations": s.rule.annotations,
+            "file": f"{s.rule.file}:{s.rule.line}" if s.rule.line else s.rule.file,
             "instances": [_instance(i) for i in s.instances],
         }
         for s in report.statuses
@@ -109,12 +118,35 @@ def exit_code(report: AlertsReport) -> int:
     return EXIT_FOUND if report.firing else 0
 
 
+def _selection(text: str | None) -> Selection:
+    try:
+        return parse_selection(text or "")
+    except MatcherError as exc:
+        raise UsageError(f"--match {text!r}: {exc}") from exc
+
+
+def _say_if_empty(statuses: list[RuleStatus], kept: list[RuleStatus], text: str | None) -> None:
+    if kept:
+        return
+    if statuses:
+        print(f"oncall alerts: no alert of {len(statuses)} matches {text!r}", file=sys.stderr)
+    else:
+        message = (
+            "oncall alerts: no alerting rules (no packs or files with alerts, and none from "
+            "Prometheus: see alerts.packs, alerts.files, alerts.from_prometheus)"
+        )
+        print(message, file=sys.stderr)
+
+
 async def _run(args: argparse.Namespace) -> int:
+    selection = _selection(getattr(args, "match", None))
     settings = load_from_args(args).settings
     async with alert_engine(settings) as engine:
         while True:
             now = time.time()
-            statuses = await engine.refresh(now)
+            every = await engine.refresh(now)
+            statuses = [s for s in every if status_matches(selection, s)]
+            _say_if_empty(every, statuses, getattr(args, "match", None))
             report = AlertsReport(statuses, now, settings.prometheus.url)
             text = render_json(report) if args.output == "json" else render_table(report)
             if args.watch and sys.stdout.isatty():

@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     alerts.add_argument("-o", "--output", choices=("table", "json"), default="table")
     alerts.add_argument("--watch", action="store_true", help="refresh every alerts.refresh")
+    alerts.add_argument(
+        "--match", metavar="SELECTION", help='label matchers and/or words: severity="page" crash'
+    )
     _global_options(alerts, suppress=True)
     alerts.set_defaults(handler=_run_alerts)
 

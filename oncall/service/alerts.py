@@ -1,7 +1,9 @@
 """Golden alerts for the CLI and the app: find the packs, load them, refresh their states.
 
 Packs are found by name (`alerts.packs`: `ai-service`, `platform`) as `<name>.yaml` in the
-folders of `alerts.dirs`, then `./alerts`, then the `alerts/` folder of this checkout.
+folders of `alerts.dirs`, then `./alerts`, then the `alerts/` folder of this checkout; rule
+files and folders can also be named directly (`alerts.files`: paths and globs). Besides them,
+the engine lists the rules Prometheus evaluates that `alerts.from_prometheus` selects.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from glob import glob
 from pathlib import Path
 
 from oncall.alerts.engine import AlertEngine
@@ -16,6 +19,7 @@ from oncall.alerts.loader import RuleSet, load_rule_files
 from oncall.backends import from_settings
 from oncall.errors import ConfigError, Problem
 from oncall.model.alerts import RuleStatus
+from oncall.model.matchers import Selection, parse_selection
 from oncall.settings import Settings
 
 CHECKOUT_ALERTS = Path(__file__).resolve().parents[2] / "alerts"
@@ -42,9 +46,37 @@ def find_packs(settings: Settings) -> list[Path]:
     return files
 
 
+def named_files(settings: Settings) -> list[Path]:
+    """`alerts.files` expanded: a glob (`*`, `?`, `[`) to what it matches, sorted; a path as
+    it is (the loader reports one that does not exist). A glob matching nothing is a problem."""
+    found: list[Path] = []
+    for index, entry in enumerate(settings.alerts.files):
+        path = Path(entry).expanduser()
+        if not any(char in entry for char in "*?["):
+            found.append(path)
+            continue
+        # glob.glob, not Path.glob: the pattern may be absolute (`/etc/prometheus/*.rules`).
+        matches = sorted(glob(str(path), recursive=True))  # noqa: PTH207
+        if not matches:
+            key = f"alerts.files.{index}"
+            raise ConfigError([Problem("settings", None, None, key, f"{entry!r} matches nothing")])
+        found.extend(Path(match) for match in matches)
+    return found
+
+
+def from_prometheus(settings: Settings) -> Selection | None:
+    """The setting `alerts.from_prometheus` as a selection; None for `none`."""
+    text = settings.alerts.from_prometheus.strip()
+    if text == "none":
+        return None
+    return Selection() if text == "all" else parse_selection(text, words=False)
+
+
 def load_packs(settings: Settings) -> RuleSet:
-    """Every rule of the configured packs; bad rule files raise ConfigError with positions."""
-    rules = load_rule_files(find_packs(settings), for_scale=settings.alerts.for_scale)
+    """Every rule of the configured packs and named files; bad rule files raise ConfigError
+    with positions."""
+    paths = [*find_packs(settings), *named_files(settings)]
+    rules = load_rule_files(paths, for_scale=settings.alerts.for_scale)
     if rules.problems:
         raise ConfigError(rules.problems, what="rule files")
     return rules
@@ -71,7 +103,9 @@ def open_alert_engine(settings: Settings) -> AlertEngine:
     calls it in a thread. Bad rule files raise ConfigError before any client is made."""
     rules = load_packs(settings).rules
     prom = from_settings.prometheus_client(settings.prometheus)
-    return AlertEngine(prom, rules, source=settings.alerts.source)
+    return AlertEngine(
+        prom, rules, source=settings.alerts.source, from_prometheus=from_prometheus(settings)
+    )
 
 
 @asynccontextmanager

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from oncall.model.matchers import MatcherError, parse_selection
 from oncall.settings.durations import Duration
 from oncall.settings.yaml_marks import YamlLimits
 
@@ -109,6 +110,26 @@ class AlertsSettings(Section):
         allow_inf_nan=False,
         description="Multiplier on `for` durations (drills).",
     )
+    files: list[str] = Field(
+        default_factory=list,
+        description="Rule files and folders named directly (paths or globs); plain rule files "
+        "or PrometheusRule objects.",
+    )
+    from_prometheus: str = Field(
+        "all",
+        description="Also list the alerting rules Prometheus evaluates: all, none, or label "
+        'matchers such as {severity=~"page|critical"}.',
+    )
+
+    @field_validator("from_prometheus")
+    @classmethod
+    def _selection(cls, value: str) -> str:
+        if value.strip() not in ("all", "none"):
+            try:
+                parse_selection(value, words=False)
+            except MatcherError as exc:
+                raise ValueError(f"all, none or label matchers: {exc}") from exc
+        return value
 
 
 class RunbooksSettings(Section):

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from oncall.model.alerts import RuleStatus
+from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.format import (
@@ -112,6 +113,8 @@ class BoardScreen(Screen[None]):
         self.book = book
         self.clock = clock
         self.filter = ""
+        self._selection = Selection()
+        self._filter_error: str | None = None
         self._keys: list[str] = []
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._composed = False  # `is_mounted` is still false while on_mount runs
@@ -120,7 +123,7 @@ class BoardScreen(Screen[None]):
         yield from banners(self.settings)
         yield new_table("alerts", COLUMNS)
         yield Static("waiting for the first refresh…", id="board-status", markup=False)
-        yield Input(placeholder="filter alerts by name, state or severity", id="filter")
+        yield Input(placeholder='filter: words, or severity="page" team=~"infer.*"', id="filter")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -152,11 +155,11 @@ class BoardScreen(Screen[None]):
         return sparkline(points, now - HISTORY_SPAN_S, now, HISTORY_WIDTH)
 
     def matches(self, status: RuleStatus) -> bool:
-        if not self.filter:
-            return True
-        wanted = self.filter.lower()
-        haystack = f"{status.rule.name} {status.state} {status.rule.severity}".lower()
-        return wanted in haystack
+        """The `/` filter: label matchers (`severity="page"`, `team=~"infer.*"`) and words
+        (name, state, severity, group, summary); a filter that cannot be read matches none."""
+        if self._filter_error is not None:
+            return False
+        return status_matches(self._selection, status)
 
     def rows(self) -> list[tuple[str, tuple[Cell, ...]]]:
         """The rows shown now, in order, as data (the tests read these)."""
@@ -202,7 +205,13 @@ class BoardScreen(Screen[None]):
             if book.refresh_error:
                 parts.append(f"last refresh failed: {book.refresh_error}")
             text = " · ".join(parts)
-        return f"{text} · filter {self.filter!r}" if self.filter else text
+        if not self.filter:
+            return text
+        if self._filter_error is not None:
+            return f"{text} · filter {self.filter!r}: {self._filter_error}"
+        if book.statuses and not self._keys:  # the rows just shown
+            return f"{text} · no alert matches filter {self.filter!r}"
+        return f"{text} · filter {self.filter!r}"
 
     def _text(self, cell: Cell) -> Text:
         text, colour, bold = cell
@@ -242,6 +251,10 @@ class BoardScreen(Screen[None]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.filter = event.value.strip()
+        try:
+            self._selection, self._filter_error = parse_selection(self.filter), None
+        except MatcherError as exc:
+            self._filter_error = str(exc)
         self.show()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -322,3 +322,27 @@ async def test_r_on_the_board_reruns_the_highlighted_alert_and_refreshes_now() -
         await until(pilot, lambda: checklists.alerts == ["B"], "B's checklist")
         await until(pilot, lambda: alerts.calls > calls, "a refresh now")
         await until(pilot, lambda: findings_of(app, "B") == "all ok", "B's findings")
+
+
+async def test_the_filter_takes_label_matchers_and_says_when_nothing_matches() -> None:
+    app = make_app(FakeAlerts(board_statuses()))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 5, "the first refresh")
+        await pilot.press("slash", *'severity="chat"')
+        assert {r[1] for r in board_rows(app)} == {
+            "VectorSearchP999High",
+            "PromptRejectionRateHigh",
+        }
+        box = app.board.query_one("#filter")
+        box.value = 'alertname=~"LLM.*" inactive'  # type: ignore[attr-defined]
+        await pilot.pause()
+        assert [r[1] for r in board_rows(app)] == ["LLMOutOfMemory"]
+        box.value = 'team="none"'  # type: ignore[attr-defined]
+        await pilot.pause()
+        assert board_rows(app) == []
+        status_text = str(app.board.query_one("#board-status", Static).render())
+        assert "no alert matches filter 'team=\"none\"'" in status_text
+        box.value = "severity=chat"  # type: ignore[attr-defined]
+        await pilot.pause()
+        assert board_rows(app) == []
+        assert "needs quotes" in str(app.board.query_one("#board-status", Static).render())
