@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from oncall.alerts.durations import parse_prom_duration
-from oncall.alerts.prometheusrule import RuleDocument, unwrap_prometheus_rules
+from oncall.alerts.prometheusrule import RuleDocument, unwrap_prometheus_rules, unwrap_text
 from oncall.errors import Problem
 from oncall.model.alerts import AlertRule
 from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml
@@ -113,6 +113,21 @@ def _expand(paths: Sequence[Path]) -> tuple[list[Path], list[Problem]]:
                 seen.add(file.resolve())
                 files.append(file)
     return files, problems
+
+
+def load_rule_text(text: str, display: str, *, for_scale: float = 1.0) -> RuleSet:
+    """The rules of PrometheusRule objects given as YAML text (read from the cluster): as
+    `load_rule_files`, problems located in that text and named `display`."""
+    rules: list[AlertRule] = []
+    recording, problems = 0, []
+    for document in unwrap_text(text, display) or []:
+        checker = _FileChecker(Path(display), for_scale, document)
+        checker.file = display
+        checker.check()
+        rules.extend(checker.rules)
+        recording += checker.recording
+        problems.extend(sorted(checker.problems, key=_position))
+    return RuleSet(rules=rules, recording=recording, files=[], problems=problems)
 
 
 def _checkers(file: Path, for_scale: float) -> list[_FileChecker]:

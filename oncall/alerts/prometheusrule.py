@@ -56,6 +56,12 @@ def unwrap_prometheus_rules(path: Path, display: str) -> list[RuleDocument] | No
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+    return unwrap_text(text, display)
+
+
+def unwrap_text(text: str, display: str) -> list[RuleDocument] | None:
+    """`unwrap_prometheus_rules` of YAML text named `display` (an object read from the
+    cluster, written out as `kubectl get -o yaml` shows it)."""
     loader = yaml.SafeLoader(text)
     nodes: list[yaml.Node] = []
     datas: list[Any] = []

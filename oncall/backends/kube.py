@@ -139,6 +139,7 @@ class KubeReader:
         self._api = api_client
         self._core = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
 
     @staticmethod
     def import_client() -> None:
@@ -307,6 +308,21 @@ class KubeReader:
     async def get_deployment(self, namespace: str, name: str) -> Obj:
         """`kubectl get deployment NAME -n NS -o json`; "not found" when there is none."""
         return await self._call(self._apps.read_namespaced_deployment, name, namespace)
+
+    async def list_prometheus_rules(
+        self, namespace: str | None, label_selector: str | None = None
+    ) -> list[Obj]:
+        """`kubectl get prometheusrules.monitoring.coreos.com [-n NS | -A] [-l SEL] -o json`."""
+        where = ("monitoring.coreos.com", "v1")
+        if namespace is None:
+            return await self._list(
+                self._custom.list_cluster_custom_object, *where, "prometheusrules",
+                label_selector=label_selector,
+            )  # fmt: skip
+        return await self._list(
+            self._custom.list_namespaced_custom_object, *where, namespace, "prometheusrules",
+            label_selector=label_selector,
+        )  # fmt: skip
 
     async def list_nodes(self, label_selector: str | None = None) -> list[Obj]:
         """`kubectl get nodes [-l SEL] -o json` → the items."""

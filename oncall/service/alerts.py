@@ -108,9 +108,36 @@ def open_alert_engine(settings: Settings) -> AlertEngine:
     )
 
 
+async def add_cluster_rules(engine: AlertEngine, settings: Settings) -> None:
+    """With `alerts.prometheus_rules: cluster`, the rules of the cluster's PrometheusRule
+    objects join the engine's (a local rule of the same group and name stays the one);
+    objects with problems raise ConfigError naming each object and LINE:COL in it."""
+    config = settings.alerts
+    if config.prometheus_rules != "cluster":
+        return
+    from oncall.alerts.cluster_rules import cluster_rules
+    from oncall.backends.kube import KubeReader
+
+    reader = await KubeReader.open(settings.kubernetes)
+    try:
+        found = await cluster_rules(
+            reader,
+            config.prometheus_rules_namespace,
+            config.prometheus_rules_selector,
+            for_scale=config.for_scale,
+        )
+    finally:
+        await reader.aclose()
+    if found.problems:
+        raise ConfigError(found.problems, what="PrometheusRule objects")
+    have = {(r.group, r.name) for r in engine.rules}
+    engine.rules.extend(r for r in found.rules if (r.group, r.name) not in have)
+
+
 @asynccontextmanager
 async def alert_engine(settings: Settings) -> AsyncIterator[AlertEngine]:
     """`open_alert_engine` for the length of a `with`: the client is closed after it."""
     engine = open_alert_engine(settings)
     async with engine.prom:
+        await add_cluster_rules(engine, settings)
         yield engine

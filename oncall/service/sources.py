@@ -83,6 +83,9 @@ class LiveAlerts:
             # files raise ConfigError, and the next refresh tries again: fixing the file is enough.
             engine = await asyncio.to_thread(_open_engine, self.settings)
             self._stack.push_async_callback(engine.prom.aclose)
+            from oncall.service.alerts import add_cluster_rules
+
+            await add_cluster_rules(engine, self.settings)  # alerts.prometheus_rules: cluster
             self._engine = engine
         return await self._engine.refresh()
 

@@ -121,6 +121,18 @@ class AlertsSettings(Section):
         'matchers such as {severity=~"page|critical"}.',
     )
 
+    prometheus_rules: Literal["none", "cluster"] = Field(
+        "none",
+        description="cluster: also load the PrometheusRule objects of the Kubernetes cluster "
+        "(read-only: get, list on prometheusrules.monitoring.coreos.com).",
+    )
+    prometheus_rules_namespace: str | None = Field(
+        None, description="Namespace of those PrometheusRule objects; null: all namespaces."
+    )
+    prometheus_rules_selector: str = Field(
+        "", description="Label selector of those PrometheusRule objects, e.g. role=alert-rules."
+    )
+
     @field_validator("from_prometheus")
     @classmethod
     def _selection(cls, value: str) -> str:

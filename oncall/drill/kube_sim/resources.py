@@ -119,6 +119,18 @@ LEASES = ResourceType(
     READ_VERBS | {"create", "update", "patch", "delete"},
 )
 
+#: prometheus-operator's CRD (`kubectl get crd prometheusrules.monitoring.coreos.com`): its
+#: discovery entry as the apiserver serves a CRD (shortNames promrule). Read-only here.
+PROMETHEUSRULES = ResourceType(
+    "monitoring.coreos.com",
+    "v1",
+    "prometheusrules",
+    "PrometheusRule",
+    True,
+    READ_VERBS,
+    short_names=("promrule",),
+)
+
 ALL: tuple[ResourceType, ...] = (
     NAMESPACES,
     NODES,
@@ -128,6 +140,7 @@ ALL: tuple[ResourceType, ...] = (
     DEPLOYMENTS,
     REPLICASETS,
     LEASES,
+    PROMETHEUSRULES,
 )
 BY_KIND: dict[str, ResourceType] = {rt.kind: rt for rt in ALL}
 
