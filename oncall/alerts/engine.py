@@ -28,6 +28,7 @@ from oncall.alerts.remote_rules import (
     remote_rules,
     rule_key,
 )
+from oncall.alerts.templates import expand_all
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
 from oncall.model.alerts import (
@@ -150,6 +151,13 @@ class AlertEngine:
                 stale_since=min(stale) if stale else None,
                 last_evaluation=self._last_eval(rule),
             )
+        # Annotations expanded as Prometheus does: `$labels` are the expression's labels,
+        # without the rule's own (an instance's labels have them set over the result's).
+        instances = [
+            replace(i, annotations=expand_all(rule.annotations, {
+                k: v for k, v in i.labels.items() if rule.labels.get(k) != v}, i.value))
+            for i in instances
+        ]  # fmt: skip
         # An inactive rule (no instance) was evaluated all the same, at `now`.
         last_eval = instances[0].last_evaluation if instances else now
         return RuleStatus(rule, "local", overall_state(instances), tuple(instances),

@@ -39,6 +39,7 @@ from typing import Any
 
 from oncall.alerts.durations import parse_prom_duration
 from oncall.alerts.prometheusrule import RuleDocument, unwrap_prometheus_rules, unwrap_text
+from oncall.alerts.templates import template_error
 from oncall.errors import Problem
 from oncall.model.alerts import AlertRule
 from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml
@@ -302,6 +303,8 @@ class _FileChecker:
                 self.add(
                     item, f'"{{{{" at offset {offset} of the template is never closed by "}}}}"'
                 )
+            elif template and (error := template_error(text)) is not None:
+                self.add(item, error)
             result[name] = text
         return result
 

@@ -77,6 +77,8 @@ def instances_of(rule: dict[str, Any], now: float) -> list[AlertInstance]:
                 last_evaluation=last_evaluation,
                 source="prometheus",
                 error=error,
+                # Prometheus' own expansion of the rule's templates for this alert.
+                annotations={str(k): str(v) for k, v in (alert.get("annotations") or {}).items()},
             )
         )
     return instances

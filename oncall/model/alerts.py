@@ -192,6 +192,8 @@ class AlertInstance:
     error: str | None = None
     stale_since: float | None = None
     reason: FailureReason | None = None  # set with `error` when the source could not answer
+    #: The rule's annotations expanded for this label set and value (by Prometheus, or here).
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

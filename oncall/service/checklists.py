@@ -81,7 +81,9 @@ def alert_facts(name: str, status: RuleStatus | None) -> dict[str, Any]:
         "state": status.state,
         "value": status.value,
         "labels": labels,
-        "annotations": dict(status.rule.annotations),
+        # Expanded for the instance (by Prometheus or the local evaluation), not the raw
+        # templates: audit records carry these.
+        "annotations": dict(instance.annotations if instance else status.rule.annotations),
     }
 
 

@@ -42,6 +42,7 @@ from oncall.tui.format import (
     number,
     params_text,
 )
+from oncall.tui.instances import InstancesPanel
 from oncall.tui.messages import RerunChecklist
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook, ChecklistRun, StepView
@@ -92,6 +93,7 @@ class IncidentScreen(Screen[None]):
         yield from banners(self.settings)
         yield Static(id="incident-title", markup=False)
         yield Static(id="incident-meta", markup=False)
+        yield InstancesPanel(id="incident-instances", markup=False)
         yield new_table("steps", COLUMNS)
         with VerticalScroll(id="evidence-pane"):
             yield Static(id="evidence", markup=False)
@@ -116,6 +118,7 @@ class IncidentScreen(Screen[None]):
         now = self.clock()
         self.query_one("#incident-title", Static).update(self.title_text())
         self.query_one("#incident-meta", Static).update(self.meta_text(now))
+        self.query_one(InstancesPanel).show_status(self.book.statuses.get(self.alert), now)
         run = self.run
         steps = run.steps() if run is not None else []
         table: DataTable[Text] = self.query_one("#steps", DataTable)
