@@ -24,12 +24,22 @@ SCHEMA_PATH = Path(__file__).with_name("runbook.schema.json")
 SCHEMA_ID = "https://oncall.invalid/schemas/runbook.schema.json"
 
 
+#: A duration as the loader reads it (settings/durations.py): "8s", "1m30s", "250ms", "2.5".
+DURATION_TEXT = {
+    "type": "string",
+    "pattern": r"^\s*((\d+(\.\d+)?(ms|s|m|h|d|w|y))+|\d+(\.\d+)?)\s*$",
+}
+_TEMPLATE = {"type": "string", "pattern": r"\{\{"}
+
+
 def _templated(schema: dict[str, Any]) -> dict[str, Any]:
-    """A parameter schema whose values may also be `{{ CEL }}` strings."""
+    """A parameter schema whose values may also be `{{ CEL }}` strings: the loader renders
+    them before the parameters are checked, so a constrained string (a pattern, an enum:
+    `window: "{{ vars.rate_window }}"`) or a non-string takes a template too."""
     properties = {
-        name: {"anyOf": [prop, {"type": "string", "pattern": r"\{\{"}]}
-        if prop.get("type") != "string"
-        else prop
+        name: prop
+        if prop.get("type") == "string" and not ({"pattern", "enum", "format"} & set(prop))
+        else {"anyOf": [prop, _TEMPLATE]}
         for name, prop in schema.get("properties", {}).items()
     }
     return {**schema, "properties": properties}
@@ -51,6 +61,8 @@ def runbook_schema() -> dict[str, Any]:
         )
     step = defs["Step"]
     step["properties"]["probe"]["enum"] = sorted(all_probes())
+    # `timeout: 8s`: the loader reads duration text (the model's schema says only number).
+    step["properties"]["timeout"]["anyOf"].insert(1, DURATION_TEXT)
     step["allOf"] = probe_rules
     action_rules = []
     for action, model in sorted(ACTION_PARAMS.items()):
