@@ -25,6 +25,7 @@ from oncall.checklist.runbook import MAX_TIMEOUT_S, Evidence, Remediation, Runbo
 from oncall.checklist.templates import Template, compile_template
 from oncall.errors import Problem
 from oncall.model.action_params import ACTION_PARAMS
+from oncall.model.matchers import MatcherError, parse_selection
 from oncall.probes.base import Probe
 from oncall.probes.registry import all_probes
 from oncall.settings.yaml_marks import KeyPath, MarkedDocument, Position, load_marked_yaml
@@ -174,6 +175,7 @@ class _Checker:
     # -- compiling -------------------------------------------------------------------------
 
     def compile(self, spec: Runbook) -> CompiledRunbook | None:
+        self._check_match(spec)
         ids = [step.id for step in spec.steps]
         seen: set[str] = set()
         for index, step_id in enumerate(ids):
@@ -191,6 +193,20 @@ class _Checker:
         compiled = [s for s in steps if s is not None]
         ordered = topological(compiled, key=lambda s: s.spec.id, needs=lambda s: s.spec.needs)
         return CompiledRunbook(self.doc.file, spec, tuple(ordered), remediations)
+
+    def _check_match(self, spec: Runbook) -> None:
+        """`alert` or `match` (Prometheus label matchers, at least one) must be given."""
+        if spec.match is None:
+            if not spec.alert:
+                self.add(("alert",), "a runbook needs 'alert' (the alert's name) or 'match'")
+            return
+        try:
+            selection = parse_selection(spec.match, words=False)
+        except MatcherError as exc:
+            self.add(("match",), f"match: {exc}")
+            return
+        if not selection.matchers:
+            self.add(("match",), 'match needs label matchers such as alertname="KubePodNotReady"')
 
     def _check_needs(self, spec: Runbook) -> None:
         ids = {step.id for step in spec.steps}

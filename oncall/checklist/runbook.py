@@ -113,7 +113,17 @@ class Remediation(RunbookModel):
 class Runbook(RunbookModel):
     """The checklist of one alert."""
 
-    alert: str = Field(description="Name of the alerting rule this runbook belongs to.")
+    alert: str = Field(
+        "",
+        description="Name of the alerting rule this runbook belongs to; or give `match`.",
+    )
+    match: str | None = Field(
+        None,
+        description="Prometheus label matchers on the alert's labels, alertname included, e.g. "
+        '{alertname="KubePodCrashLooping", namespace=~"ai|inference"}: the runbook of every '
+        "alert they match; the most specific matching runbook wins (the most matchers, "
+        "equalities before regexes). A runbook named by `alert` or file name comes first.",
+    )
     title: str = Field(description="One line: what the alert means.")
     description: str | None = Field(None, description="Background for the on-call engineer.")
     vars: dict[str, Any] = Field(

@@ -75,6 +75,11 @@ def runbook_schema() -> dict[str, Any]:
             }
         )
     defs["Remediation"]["allOf"] = action_rules
+    # A runbook belongs to an alert by name, or to the alerts its `match` matchers select.
+    schema["anyOf"] = [
+        {"required": ["alert"], "properties": {"alert": {"minLength": 1}}},
+        {"required": ["match"], "properties": {"match": {"type": "string", "minLength": 1}}},
+    ]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,

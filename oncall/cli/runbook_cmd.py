@@ -58,6 +58,9 @@ def run_lint(args: argparse.Namespace) -> int:
     paths = _paths(args)
     files = runbook_files(paths)
     problems = problems_of(paths)
+    from oncall.checklist.matching import matching_runbooks, overlaps
+
+    problems += overlaps(matching_runbooks(files))  # runbooks matched by labels
     for problem in problems:
         print(problem)
     count = len(problems)

@@ -16,6 +16,7 @@ from typing import Any
 
 from oncall.checklist.engine import run_checklist
 from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook, runbook_files
+from oncall.checklist.matching import best_match, matching_runbooks
 from oncall.errors import ConfigError, Problem, UsageError
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import ChecklistEvent
@@ -31,8 +32,9 @@ def runbook_dirs(settings: Settings) -> list[Path]:
     return list(dict.fromkeys([*settings.runbooks.dirs, Path("runbooks"), CHECKOUT_RUNBOOKS]))
 
 
-def find_runbook(settings: Settings, alert: str) -> Path:
-    """The runbook file for `alert`: by file name first, then by its `alert:` key."""
+def find_runbook(settings: Settings, alert: str, labels: Mapping[str, str] | None = None) -> Path:
+    """The runbook file for `alert`: by file name first, then by its `alert:` key, then the
+    most specific `match:` on the alert's labels (see `oncall.checklist.matching`)."""
     dirs = [d for d in runbook_dirs(settings) if d.is_dir()]
     for folder in dirs:
         for ext in (".yaml", ".yml"):
@@ -43,6 +45,10 @@ def find_runbook(settings: Settings, alert: str) -> Path:
             doc, problems = load_marked_yaml(file)
             if not problems and doc.data.get("alert") == alert:
                 return file
+    matched = best_match(matching_runbooks(runbook_files(dirs)),
+                         {**(labels or {}), "alertname": alert})  # fmt: skip
+    if matched is not None:
+        return matched
     searched = ", ".join(str(d) for d in runbook_dirs(settings))
     raise UsageError(f"no runbook for alert {alert!r} in {searched}")
 

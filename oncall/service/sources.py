@@ -122,7 +122,8 @@ class LiveChecklists:
 
         try:
             # File reads and expression compilation: off the event loop.
-            path = await asyncio.to_thread(find_runbook, self.settings, alert)
+            labels = alert_facts(alert, status)["labels"]  # for runbooks matched by labels
+            path = await asyncio.to_thread(find_runbook, self.settings, alert, labels)
         except UsageError as exc:
             raise NoRunbook(str(exc)) from exc
         runbook = await asyncio.to_thread(load_checked, path, self.settings)
