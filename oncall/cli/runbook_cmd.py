@@ -33,7 +33,11 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
     test.set_defaults(handler=run_test)
     schema = sub.add_parser("schema", help="print the runbook JSON Schema")
     schema.set_defaults(handler=run_schema)
-    for parser in (lint, test, schema):
+    new = sub.add_parser("new", help="write a starter runbook (and its test) from an alert rule")
+    new.add_argument("alert", metavar="ALERT")
+    new.add_argument("--dir", type=Path, default=Path("runbooks"), help="default: runbooks/")
+    new.set_defaults(handler=run_new)
+    for parser in (lint, test, schema, new):
         global_options(parser, suppress=True)
 
     def usage(_args: argparse.Namespace) -> int:
@@ -105,3 +109,37 @@ def run_schema(_args: argparse.Namespace) -> int:
 
     sys.stdout.write(schema_text())
     return EXIT_OK
+
+
+def run_new(args: argparse.Namespace) -> int:
+    """`oncall runbook new ALERT`: from the rule in the packs and `alerts.files`; never
+    overwrites a file."""
+    from oncall.checklist.scaffold import starter_runbook, starter_test
+    from oncall.cli.config_cmd import load_from_args
+    from oncall.service.alerts import load_packs
+
+    settings = load_from_args(args).settings
+    rule = next((r for r in load_packs(settings).rules if r.name == args.alert), None)
+    if rule is None:
+        raise UsageError(f"no alerting rule {args.alert!r} in alerts.packs or alerts.files")
+    folder: Path = args.dir
+    runbook, test = folder / f"{rule.name}.yaml", folder / "tests" / f"{rule.name}.test.yaml"
+    for path in (runbook, test):
+        if path.exists():
+            raise UsageError(f"{path} exists already: not overwritten")
+    test.parent.mkdir(parents=True, exist_ok=True)
+    schema = schema_line_for(folder)
+    runbook.write_text(starter_runbook(rule, schema), encoding="utf-8")
+    test.write_text(starter_test(rule, runbook.name), encoding="utf-8")
+    print(f"wrote {runbook} and {test}; check them with: oncall runbook test {folder}")
+    return EXIT_OK
+
+
+def schema_line_for(folder: Path) -> str:
+    """The schema line, with the committed schema's path relative to `folder`."""
+    import os
+
+    from oncall.checklist.schema import SCHEMA_PATH
+
+    relative = os.path.relpath(SCHEMA_PATH, folder.resolve())
+    return f"# yaml-language-server: $schema={relative}"
