@@ -1,4 +1,4 @@
-"""`oncall check ALERT [-o table|json]`: run one alert's checklist against the configured backends.
+"""`oncall check ALERT [-o table|json] [--record FILE]`: run one alert's checklist live.
 
 The alert's current state, value and labels are read first (one refresh of the alert engine);
 then the checklist runs and each step is printed as it finishes (table) or all at once (json).
@@ -14,6 +14,7 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from oncall.cli.config_cmd import load_from_args
@@ -67,6 +68,14 @@ def _num(value: object) -> str:
     return "n/a" if value is None else str(value)
 
 
+def _record(file: Path, runbook: str, alert: dict[str, Any], results: list[StepResult]) -> None:
+    """`--record FILE`: this run as a runbook test case (see `oncall.checklist.recording`)."""
+    from oncall.checklist.recording import recorded_case, write_record
+
+    write_record(file, runbook, recorded_case(alert, results, time.time()))
+    print(f"recorded to {file}: oncall runbook test {file}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     if not ALERT_NAME.fullmatch(args.alert):
         # Checked before it names a runbook file: "../x", NUL or 5,000 characters are no alert.
@@ -110,6 +119,8 @@ async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> in
         }
         json.dump(body, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
+    if getattr(args, "record", None):
+        _record(Path(args.record), runbook.path, alert, ordered)
     statuses = {r.status for r in ordered}
     if "fail" in statuses:
         return EXIT_FOUND

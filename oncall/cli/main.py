@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("alert", metavar="ALERT", help="alert name, e.g. LLMHighP99Latency")
     check.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    check.add_argument(
+        "--record", metavar="FILE", help="write the run's facts as a runbook test case to FILE"
+    )
     _global_options(check, suppress=True)
     check.set_defaults(handler=_run_check)
 
