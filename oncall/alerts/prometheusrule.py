@@ -21,7 +21,15 @@ from typing import Any
 import yaml
 
 from oncall.errors import Problem
-from oncall.settings.yaml_marks import KeyPath, MarkedDocument, Position, _walk
+from oncall.settings.yaml_marks import (
+    KeyPath,
+    MarkedDocument,
+    Position,
+    _BoundedLoader,
+    _read_bounded,
+    _walk,
+    current_limits,
+)
 
 API_VERSION = "monitoring.coreos.com/v1"
 KIND = "PrometheusRule"
@@ -52,9 +60,10 @@ def unwrap_prometheus_rules(path: Path, display: str) -> list[RuleDocument] | No
     """The rule documents of a file of PrometheusRule objects (single, multi-document or a
     `List`); None when the file is a single plain rule file (the caller reads it as before)
     or cannot be parsed (the caller's reading reports the syntax error)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    # Read and parsed under the same bounds as every YAML file (size, depth, aliases): a file
+    # past them is left to the caller's reading, which reports the bound it hit.
+    text, problems = _read_bounded(path, display, current_limits().max_file_bytes)
+    if text is None or problems:
         return None
     return unwrap_text(text, display)
 
@@ -62,7 +71,7 @@ def unwrap_prometheus_rules(path: Path, display: str) -> list[RuleDocument] | No
 def unwrap_text(text: str, display: str) -> list[RuleDocument] | None:
     """`unwrap_prometheus_rules` of YAML text named `display` (an object read from the
     cluster, written out as `kubectl get -o yaml` shows it)."""
-    loader = yaml.SafeLoader(text)
+    loader = _BoundedLoader(text, current_limits())
     nodes: list[yaml.Node] = []
     datas: list[Any] = []
     try:
@@ -72,8 +81,8 @@ def unwrap_text(text: str, display: str) -> list[RuleDocument] | None:
                 continue
             nodes.append(node)
             datas.append(loader.construct_document(node))
-    except yaml.YAMLError:
-        return None
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None  # the caller's reading reports it, located
     finally:
         loader.dispose()
     if len(nodes) <= 1 and not (datas and is_kubernetes_object(datas[0])):
