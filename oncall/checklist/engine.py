@@ -264,9 +264,13 @@ def _evidence(step: CompiledStep, names: dict[str, Any]) -> list[EvidenceValue]:
         try:
             value = item.value.evaluate(names)
             threshold = item.threshold.evaluate(names) if item.threshold else None
-            out.append(EvidenceValue(item.label, value, threshold, item.unit))
+            out.append(
+                EvidenceValue(item.label, value, threshold, item.unit, None, item.value.text)
+            )
         except ExpressionError as exc:
-            out.append(EvidenceValue(item.label, None, None, item.unit, exc.message))
+            out.append(
+                EvidenceValue(item.label, None, None, item.unit, exc.message, item.value.text)
+            )
     return out
 
 

@@ -23,6 +23,9 @@ class EvidenceValue:
     threshold: object = None
     unit: str | None = None
     error: str | None = None
+    #: The runbook's expression of the value (`facts.kv_cache_usage`): a chart finds the
+    #: probe's PromQL series behind it (`oncall.service.charts.evidence_query`).
+    source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ begins, and take their status, duration and summary when decided. The pane below
 highlighted step's evidence against its thresholds, the probe's command-line equivalent and the
 reason; the proposals of the whole run are listed, numbered.
 
+Under the title, a chart of the alert's expression over the last hour (`[`/`]` zoom between
+15m and 24h) with its threshold, states and the oncall actions taken; under the evidence, a
+chart of each PromQL evidence value (`oncall.tui.chart_panel`).
+
 `p` acts on the highlighted step's proposal (or the run's first), `1`–`9` on the proposal of
 that number: the app's `remediation_runner` plans it in a worker, and its preview opens in the
 confirm modal (`ConfirmScreen`), which the worker awaits; nothing waits on the event loop.
@@ -31,6 +35,7 @@ from oncall.service.remediation import AlertContext, RemediationRunner
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.board import when
+from oncall.tui.chart_panel import AlertChart, EvidenceCharts
 from oncall.tui.confirm import RESULT_LOOK, ConfirmScreen
 from oncall.tui.format import (
     STATE_COLOUR,
@@ -66,6 +71,12 @@ class IncidentScreen(Screen[None]):
         Binding("r", "rerun", "Re-run", id="incident.rerun"),
         Binding("p", "act", "Act on proposal", id="incident.act"),
         *(Binding(str(n), f"act({n})", show=False, id=f"incident.act-{n}") for n in range(1, 10)),
+        Binding(
+            "left_square_bracket", "zoom(-1)", "Zoom in", key_display="[", id="incident.zoom-in"
+        ),
+        Binding(
+            "right_square_bracket", "zoom(1)", "Zoom out", key_display="]", id="incident.zoom-out"
+        ),
     ]
 
     def __init__(
@@ -94,9 +105,19 @@ class IncidentScreen(Screen[None]):
         yield Static(id="incident-title", markup=False)
         yield Static(id="incident-meta", markup=False)
         yield InstancesPanel(id="incident-instances", markup=False)
+        self.chart = AlertChart(
+            self.alert,
+            self.settings,
+            lambda: s.rule if (s := self.book.statuses.get(self.alert)) else None,
+            self.clock,
+            rows=10 if self.app.size.height >= 30 else 8,
+        )
+        yield self.chart
         yield new_table("steps", COLUMNS)
         with VerticalScroll(id="evidence-pane"):
             yield Static(id="evidence", markup=False)
+            self.chart.evidence = EvidenceCharts(self.settings)
+            yield self.chart.evidence
         yield Static(id="proposals", markup=False)
         yield Footer()
 
@@ -139,6 +160,7 @@ class IncidentScreen(Screen[None]):
         self._keys, self._cells = keys, dict(rows)
         self.show_evidence()
         self.query_one("#proposals", Static).update(self.proposals_text())
+        self.chart.load()  # the first state may have arrived: asks only once per window
 
     def cells(self, view: StepView, now: float) -> tuple[Cell, ...]:
         colour = STEP_COLOUR.get(view.state)
@@ -191,6 +213,9 @@ class IncidentScreen(Screen[None]):
 
     def show_evidence(self) -> None:
         self.query_one("#evidence", Static).update(self.evidence_text())
+        run, step = self.run, self.selected_step()
+        if self.chart.evidence is not None:
+            self.chart.evidence.show_step(run.results.get(step) if run and step else None)
 
     def evidence_text(self) -> Text:
         """The highlighted step: status, reason, evidence with thresholds, command line."""
@@ -265,6 +290,9 @@ class IncidentScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.dismiss()
+
+    def action_zoom(self, delta: int) -> None:
+        self.chart.zoom(delta)
 
     def action_rerun(self) -> None:
         self.post_message(RerunChecklist(self.alert))
@@ -344,6 +372,8 @@ class IncidentScreen(Screen[None]):
         except Exception as exc:  # shown like any other outcome, never fatal
             result = RemediationResult("failed", _describe(exc))
         self.remediation_line = outcome_line(result)
+        if result.status == "verified":
+            self.chart.follow()  # the signal should bend: keep the chart fresh a while
         if modal is not None and modal.confirmed and modal.is_attached:
             modal.post_message(ConfirmScreen.Finished(result))
         else:

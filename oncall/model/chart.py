@@ -1,0 +1,315 @@
+"""A time series chart as lines of text: the pure part both `oncall check --chart` and the
+incident screen draw.
+
+`ChartData` holds what a chart shows: the points of one expression over a window, the
+threshold it is judged against, the periods the alert was pending or firing, and markers at
+the oncall actions taken on it. `render` turns it into rows of `Cell` runs (text and a *kind*:
+"line", "threshold", "over", "pending", "firing", "marker", "axis" or None), which the CLI
+prints as they are and the screen colours by kind. No I/O, no Textual, no Rich.
+
+Two shapes: the full chart (block characters, eighths of a row, one column per time slot;
+the threshold a dashed row, states a band under the plot with `░` pending and `▓` firing, `▲`
+markers over the time axis), and a compact sparkline with min/max labels for small terminals
+and NO_COLOR, where every part is still told apart by its characters, not its colour.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+#: Eighths of a cell, empty to full: a column's top cell shows how far up the value reaches.
+BLOCKS = " ▁▂▃▄▅▆▇█"
+PENDING, FIRING, MARKER = "░", "▓", "▲"
+#: Below this size the full chart has no room: the sparkline is shown instead.
+MIN_FULL_WIDTH, MIN_FULL_HEIGHT = 60, 8
+
+Cell = tuple[str, str | None]
+Row = list[Cell]
+
+
+@dataclass(frozen=True)
+class Marker:
+    """An oncall action on the chart: when, and a short label ('set-max-num-seqs verified')."""
+
+    at: float
+    label: str
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """One expression over [start, end] (unix seconds), with what is drawn over it.
+
+    `periods` are (from, to, "pending" | "firing"); `threshold` is (operator, number) or None.
+    """
+
+    title: str
+    start: float
+    end: float
+    points: tuple[tuple[float, float], ...] = ()
+    threshold: tuple[str, float] | None = None
+    periods: tuple[tuple[float, float, str], ...] = ()
+    markers: tuple[Marker, ...] = ()
+    unit: str | None = None
+    error: str | None = None  # why there are no points (a failed query), shown in their place
+    query: str | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "title": self.title,
+            "query": self.query,
+            "start": self.start,
+            "end": self.end,
+            "points": [list(p) for p in self.points],
+            "threshold": list(self.threshold) if self.threshold else None,
+            "periods": [list(p) for p in self.periods],
+            "markers": [{"at": m.at, "label": m.label} for m in self.markers],
+            "unit": self.unit,
+            "error": self.error,
+        }
+
+
+def fmt(value: float) -> str:
+    """A compact number for an axis label: 0.9986, 12.3, 4.5k, 1.2M."""
+    size = abs(value)
+    if size >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    if size >= 1e4:
+        return f"{value / 1e3:.3g}k"
+    if size >= 100 or value == int(value):
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+def clock(ts: float, span: float) -> str:
+    """'14:05' (UTC), or '12-01 14:05' when the window is a day or more."""
+    moment = datetime.fromtimestamp(ts, UTC)
+    return moment.strftime("%m-%d %H:%M" if span >= 86400 else "%H:%M")
+
+
+def slots(data: ChartData, width: int) -> list[float | None]:
+    """The highest finite value in each of `width` equal time slots; None where there is none."""
+    out: list[float | None] = [None] * width
+    span = (data.end - data.start) / width
+    for ts, value in data.points:
+        if not (data.start <= ts <= data.end) or not math.isfinite(value):
+            continue
+        i = min(width - 1, int((ts - data.start) / span))
+        current = out[i]
+        out[i] = value if current is None else max(current, value)
+    return out
+
+
+def state_band(data: ChartData, width: int) -> list[str | None]:
+    """Per slot: "firing" over "pending" over None, from the periods overlapping it."""
+    out: list[str | None] = [None] * width
+    span = (data.end - data.start) / width
+    for begin, finish, state in data.periods:
+        first = max(0, int((begin - data.start) / span))
+        last = min(width - 1, int((finish - data.start) / span))
+        for i in range(first, last + 1):
+            if out[i] != "firing":
+                out[i] = state
+    return out
+
+
+def marker_slots(data: ChartData, width: int) -> dict[int, list[Marker]]:
+    span = (data.end - data.start) / width
+    out: dict[int, list[Marker]] = {}
+    for marker in data.markers:
+        if data.start <= marker.at <= data.end:
+            out.setdefault(min(width - 1, int((marker.at - data.start) / span)), []).append(marker)
+    return out
+
+
+def _over(value: float, threshold: tuple[str, float] | None) -> bool:
+    if threshold is None:
+        return False
+    op, limit = threshold
+    return {
+        ">": value > limit,
+        ">=": value >= limit,
+        "<": value < limit,
+        "<=": value <= limit,
+        "==": value == limit,
+        "!=": value != limit,
+    }.get(op, False)
+
+
+def _runs(cells: Sequence[Cell]) -> Row:
+    """Adjacent cells of one kind joined: fewer segments to style and to print."""
+    row: Row = []
+    for text, kind in cells:
+        if row and row[-1][1] == kind:
+            row[-1] = (row[-1][0] + text, kind)
+        else:
+            row.append((text, kind))
+    return row
+
+
+def render(data: ChartData, width: int, height: int, *, compact: bool = False) -> list[Row]:
+    """The chart in `width` x at most `height` cells; the sparkline when `compact`, or when
+    there is no room for the full chart."""
+    if compact or width < MIN_FULL_WIDTH or height < MIN_FULL_HEIGHT:
+        return sparkline_rows(data, width)
+    return full_rows(data, width, height)
+
+
+def _bounds(values: list[float], threshold: tuple[str, float] | None) -> tuple[float, float]:
+    low, high = min(values), max(values)
+    if threshold is not None:
+        low, high = min(low, threshold[1]), max(high, threshold[1])
+    if high == low:  # a flat series: give it a row above and below
+        pad = abs(high) * 0.1 or 1.0
+        low, high = low - pad, high + pad
+    return low, high
+
+
+def _legend(data: ChartData) -> Row:
+    bits: Row = [(data.title, "axis")]
+    if data.threshold is not None:
+        bits.append((f"  ┄ threshold {data.threshold[0]} {fmt(data.threshold[1])}", "threshold"))
+    if data.unit:
+        bits.append((f"  ({data.unit})", "axis"))
+    return bits
+
+
+def _marker_lines(data: ChartData, width: int) -> list[Row]:
+    span = data.end - data.start
+    inside = [m for m in data.markers if data.start <= m.at <= data.end]
+    if not inside:
+        return []
+    text = "  ".join(f"{MARKER} {clock(m.at, span)} {m.label}" for m in inside[-3:])
+    more = f"  (+{len(inside) - 3} earlier)" if len(inside) > 3 else ""
+    return [[((text + more)[:width], "marker")]]
+
+
+def full_rows(data: ChartData, width: int, height: int) -> list[Row]:
+    """Legend, plot rows with a y axis, the state band, markers and the time axis."""
+    rows: list[Row] = [_legend(data)]
+    values = [v for _, v in data.points if math.isfinite(v)]
+    footer = _marker_lines(data, width)
+    plot_height = max(2, height - 4 - len(footer))  # legend, band, axis labels, markers
+    if not values:
+        rows.append([(data.error or "no samples in this window", "axis")])
+        return rows + footer
+    low, high = _bounds(values, data.threshold)
+    labels = [fmt(high), fmt(low)]
+    gutter = max(len(s) for s in labels) + 1
+    cols = width - gutter - 1
+    per_slot = slots(data, cols)
+    band = state_band(data, cols)
+    marks = marker_slots(data, cols)
+    rows += _plot_rows(data, per_slot, band, (low, high), labels, height=plot_height)
+    pad = " " * gutter + "└"
+    band_cells: list[Cell] = [(pad, "axis")]
+    for i in range(cols):
+        if i in marks:
+            band_cells.append((MARKER, "marker"))
+        elif band[i] is not None:
+            band_cells.append((PENDING if band[i] == "pending" else FIRING, band[i]))
+        else:
+            band_cells.append(("─", "axis"))
+    rows.append(_runs(band_cells))
+    span = data.end - data.start
+    left, right = clock(data.start, span), clock(data.end, span)
+    middle = f"{fmt(span / 60)} min" if span < 7200 else f"{fmt(span / 3600)} h"
+    room = width - gutter - len(left) - len(right)
+    axis = " " * gutter + left + middle.center(max(0, room)) + right
+    rows.append([(axis[:width], "axis")])
+    return rows + footer
+
+
+def _plot_rows(
+    data: ChartData,
+    per_slot: list[float | None],
+    band: list[str | None],
+    bounds: tuple[float, float],
+    labels: list[str],
+    *,
+    height: int,
+) -> list[Row]:
+    """The plot itself, top row first: y labels, columns of blocks, threshold, shading."""
+    low, high = bounds
+    plot_height = height
+    gutter = max(len(s) for s in labels) + 1
+    rows: list[Row] = []
+    scale = plot_height / (high - low)
+    limit_row: int | None = None
+    if data.threshold is not None:  # the row (from the bottom) the threshold falls in
+        limit_row = min(plot_height - 1, int((data.threshold[1] - low) * scale))
+    for r in range(plot_height - 1, -1, -1):
+        if r == plot_height - 1:
+            axis = labels[0].rjust(gutter - 1)
+        elif r == 0:
+            axis = labels[1].rjust(gutter - 1)
+        else:
+            axis = " " * (gutter - 1)
+        cells: list[Cell] = [(axis + " ┤" if r in (0, plot_height - 1) else axis + " │", "axis")]
+        for i, value in enumerate(per_slot):
+            char, kind = " ", band[i]
+            if value is not None:
+                eighths = (value - low) * scale * 8 - r * 8
+                if eighths >= 8:
+                    char = BLOCKS[8]
+                elif eighths > 0:
+                    char = BLOCKS[max(1, round(eighths))]
+                if char != " ":
+                    glyph = "over" if _over(value, data.threshold) else "line"
+                    # The state stays as the cell's background: "over+firing".
+                    kind = f"{glyph}+{band[i]}" if band[i] else glyph
+            if char == " " and r == limit_row:
+                char, kind = "┄", "threshold"
+            if char == " " and kind is not None:
+                char = PENDING if kind == "pending" else FIRING
+            cells.append((char, kind))
+        rows.append(_runs(cells))
+    return rows
+
+
+def sparkline_rows(data: ChartData, width: int) -> list[Row]:
+    """'KV cache  min 0.12 ▁▂▃▅▇█ max 0.99', the state band and marks under it, the markers.
+
+    Readable without colour: the states are `░`/`▓`, the actions `▲`, the threshold a label.
+    """
+    values = [v for _, v in data.points if math.isfinite(v)]
+    head: Row = [(data.title, "axis")]
+    if data.threshold is not None:
+        head.append((f"  threshold {data.threshold[0]} {fmt(data.threshold[1])}", "threshold"))
+    if not values:
+        return [head, [(data.error or "no samples in this window", "axis")]]
+    low, high = min(values), max(values)
+    left, right = f"min {fmt(low)} ", f" max {fmt(high)}"
+    cols = max(4, width - len(left) - len(right))
+    per_slot = slots(data, cols)
+    top = len(BLOCKS) - 2
+    cells: list[Cell] = [(left, "axis")]
+    for value in per_slot:
+        if value is None:
+            cells.append((" ", None))
+            continue
+        level = 0 if high == low else round((value - low) / (high - low) * top)
+        kind = "over" if _over(value, data.threshold) else "line"
+        cells.append((BLOCKS[level + 1], kind))
+    cells.append((right, "axis"))
+    band = state_band(data, cols)
+    marks = marker_slots(data, cols)
+    under: list[Cell] = [(" " * len(left), None)]
+    for i in range(cols):
+        if i in marks:
+            under.append((MARKER, "marker"))
+        elif band[i] is not None:
+            under.append((PENDING if band[i] == "pending" else FIRING, band[i]))
+        else:
+            under.append((" ", None))
+    rows = [head, _runs(cells)]
+    if any(kind is not None for _, kind in under[1:]):
+        rows.append(_runs(under))
+    return rows + _marker_lines(data, width)
+
+
+def plain(rows: list[Row]) -> list[str]:
+    """The rows as text lines, trailing spaces trimmed."""
+    return ["".join(text for text, _ in row).rstrip() for row in rows]

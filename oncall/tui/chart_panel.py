@@ -1,0 +1,220 @@
+"""What the incident screen's charts show and when they ask for it.
+
+`AlertChart` charts the alert's expression over the chosen window (`oncall.service.charts`
+WINDOWS, default the last hour): one request when it opens, one per zoom change, and — after
+a remediation is verified — one every `FOLLOW_EVERY_S` for `FOLLOW_FOR_S`, so the operator
+sees the signal respond. `EvidenceCharts` charts the highlighted step's evidence values that
+are PromQL series (`evidence_query`), one request per value when the step, the window or a
+follow refresh changes; other evidence keeps its text in the pane above.
+
+The charts come from the app's `chart_source` when it has one (tests hand in fakes), else
+from a `LiveCharts` of the screen's own, closed when the screen goes. Requests run in
+workers; a failed one is a chart that says why, never an exception on the screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from textual.containers import Vertical
+from textual.widget import Widget
+
+from oncall.model.alerts import AlertRule
+from oncall.model.chart import ChartData
+from oncall.model.checklist_events import StepResult
+from oncall.service.charts import DEFAULT_WINDOW, WINDOWS, ChartSource, evidence_query
+from oncall.settings import Settings
+from oncall.tui.chart import ChartView
+
+#: After a verified remediation: refresh every 15 s for 5 minutes, then stop.
+FOLLOW_EVERY_S = 15.0
+FOLLOW_FOR_S = 300.0
+NAMES = list(WINDOWS)
+#: One evidence chart to ask for: label, PromQL, threshold, unit.
+Wanted = tuple[str, str, float | None, str | None]
+
+
+def chart_source(widget: Widget, settings: Settings) -> tuple[ChartSource, bool]:
+    """The app's chart source, or a new live one (True: the caller owns and closes it)."""
+    shared: ChartSource | None = getattr(widget.app, "chart_source", None)
+    if shared is not None:
+        return shared, False
+    from oncall.service.charts import LiveCharts
+
+    return LiveCharts(settings), True
+
+
+class AlertChart(Vertical):
+    """The alert's chart and the window it shows; zoom with `zoom(+1 | -1)`."""
+
+    DEFAULT_CSS = """
+    AlertChart { height: auto; padding: 0 1; }
+    """
+
+    def __init__(
+        self,
+        alert: str,
+        settings: Settings,
+        rule: Callable[[], AlertRule | None],
+        clock: Callable[[], float],
+        *,
+        rows: int = 10,
+    ) -> None:
+        super().__init__(id="alert-chart")
+        self.alert = alert
+        self.settings = settings
+        self.rule = rule
+        self.clock = clock
+        self.window = DEFAULT_WINDOW
+        self.view = ChartView(id="alert-chart-view", rows=rows)
+        self.source: ChartSource | None = None
+        self._owned = False
+        self._asked: tuple[str, int] | None = None  # (window, generation) last asked for
+        self._generation = 0
+        self.follow_until: float | None = None
+        #: Requests made (tests check that repaints make none).
+        self.requests = 0
+        self.evidence: EvidenceCharts | None = None
+
+    def compose(self) -> Any:
+        yield self.view
+
+    def on_mount(self) -> None:
+        self.source, self._owned = chart_source(self, self.settings)
+        self.load()
+
+    async def on_unmount(self) -> None:
+        if self._owned and self.source is not None:
+            await self.source.aclose()
+
+    def load(self) -> None:
+        """Ask for the chart of the current window unless it was asked for already."""
+        rule = self.rule()
+        if rule is None or self.source is None:
+            self.view.set_chart(None, "chart: waiting for the alert's first state…")
+            return
+        wanted = (self.window, self._generation)
+        if wanted == self._asked:
+            return
+        self._asked = wanted
+        if self.view.data is None:
+            self.view.set_chart(None, f"chart: loading the last {self.window}…")
+        self.run_worker(self._load(rule, self.source), group="alert-chart", exclusive=True)
+
+    async def _load(self, rule: AlertRule, source: ChartSource) -> None:
+        self.requests += 1
+        try:
+            data = await source.alert_chart(rule, WINDOWS[self.window])
+        except Exception as exc:  # a picture is decoration: say why, keep the screen
+            self.view.set_chart(None, f"chart: {type(exc).__name__}: {exc}")
+            return
+        self.view.set_chart(data, self.note())
+
+    def note(self) -> str:
+        keys = "[ ] zoom"
+        follow = ""
+        if self.follow_until is not None and self.clock() < self.follow_until:
+            left = int(self.follow_until - self.clock())
+            follow = f" · following the remediation, {left}s left"
+        return f"last {self.window} · {keys}{follow}"
+
+    def zoom(self, delta: int) -> None:
+        index = min(len(NAMES) - 1, max(0, NAMES.index(self.window) + delta))
+        if NAMES[index] == self.window:
+            self.app.bell()
+            return
+        self.window = NAMES[index]
+        self.load()
+        if self.evidence is not None:
+            self.evidence.set_window(self.window)
+
+    def follow(self) -> None:
+        """Refresh every FOLLOW_EVERY_S for FOLLOW_FOR_S: the signal answering a remediation."""
+        self.follow_until = self.clock() + FOLLOW_FOR_S
+        self.refresh_now()
+        self.set_interval(FOLLOW_EVERY_S, self._tick, repeat=int(FOLLOW_FOR_S // FOLLOW_EVERY_S))
+
+    def _tick(self) -> None:
+        if self.follow_until is None or self.clock() >= self.follow_until:
+            self.follow_until = None
+            return
+        self.refresh_now()
+
+    def refresh_now(self) -> None:
+        self._generation += 1
+        self.load()
+        if self.evidence is not None:
+            self.evidence.reload()
+
+
+class EvidenceCharts(Vertical):
+    """A chart per PromQL evidence value of one step."""
+
+    DEFAULT_CSS = """
+    EvidenceCharts { height: auto; }
+    EvidenceCharts ChartView { margin-top: 1; }
+    """
+
+    def __init__(self, settings: Settings, *, rows: int = 8) -> None:
+        super().__init__(id="evidence-charts")
+        self.settings = settings
+        self.rows = rows
+        self.window = DEFAULT_WINDOW
+        self.result: StepResult | None = None
+        self.source: ChartSource | None = None
+        self._owned = False
+        self._shown: tuple[object, ...] | None = None
+        self.requests = 0
+
+    def on_mount(self) -> None:
+        self.source, self._owned = chart_source(self, self.settings)
+
+    async def on_unmount(self) -> None:
+        if self._owned and self.source is not None:
+            await self.source.aclose()
+
+    def show_step(self, result: StepResult | None) -> None:
+        """Chart `result`'s PromQL evidence (nothing for None or for other evidence)."""
+        key = (result.id, result.started_at) if result is not None else None
+        if self._shown is not None and self._shown[:2] == (key, self.window):
+            return
+        self.result = result
+        self._shown = (key, self.window)
+        self.reload()
+
+    def set_window(self, window: str) -> None:
+        self.window = window
+        self.show_step(self.result)
+
+    def reload(self) -> None:
+        result = self.result
+        wanted: list[Wanted] = []
+        if result is not None:
+            for item in result.evidence:
+                query = evidence_query(result, item)
+                if query is not None:
+                    threshold = item.threshold
+                    limit = float(threshold) if isinstance(threshold, int | float) else None
+                    wanted.append((item.label, query, limit, item.unit))
+        self.remove_children()
+        if not wanted or self.source is None:
+            return
+        views = [ChartView(rows=self.rows) for _ in wanted]
+        self.mount_all(views)
+        for view, one in zip(views, wanted, strict=True):
+            view.set_chart(None, f"{one[0]}: loading the last {self.window}…")
+            self.run_worker(self._load(view, self.source, one), group="evidence-chart")
+
+    async def _load(self, view: ChartView, source: ChartSource, wanted: Wanted) -> None:
+        label, query, limit, unit = wanted
+        self.requests += 1
+        try:
+            data: ChartData = await source.query_chart(
+                label, query, limit, WINDOWS[self.window], unit
+            )
+        except Exception as exc:  # decoration: the text above still holds the value
+            view.set_chart(None, f"{label}: chart failed: {type(exc).__name__}: {exc}")
+            return
+        if view.is_attached:
+            view.set_chart(data)
