@@ -1,9 +1,14 @@
-"""`oncall check ALERT [-o table|json] [--record FILE]`: run one alert's checklist live.
+"""`oncall check ALERT [-o table|json] [--record FILE] [--chart [WINDOW]]`: one alert's checklist.
 
 The alert's current state, value and labels are read first (one refresh of the alert engine);
 then the checklist runs and each step is printed as it finishes (table) or all at once (json).
 Exit codes: 1 when a step fails, else 3 when a step is unknown or in error (a backend did not
 answer, or the runbook broke at run time), else 0. 2 for bad settings or a broken runbook.
+
+`--chart` (window 15m, 1h — the default —, 6h or 24h) adds the incident screen's charts: the
+alert's expression with its threshold, pending/firing periods and oncall actions, and each
+PromQL evidence value of the steps that did not pass; as text for a headless terminal
+(`oncall.model.chart`), or as their series under `charts` with `-o json`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from oncall.errors import (
     OncallError,
     UsageError,
 )
+from oncall.model.chart import ChartData, plain, render
 from oncall.model.checklist_events import StepResult, findings_line
 from oncall.service.alerts import alert_engine
 from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
@@ -105,8 +111,12 @@ async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> in
     checklist_s = time.perf_counter() - checklist_started
     elapsed = time.perf_counter() - started
     proposals = [p for r in ordered for p in r.proposals]
+    window = getattr(args, "chart", None)
+    charts = await _charts(settings, args.alert, ordered, window) if window else None
     if table:
         print(f"{findings_line(ordered)} — {len(proposals)} proposal(s), {elapsed:.2f}s")
+        if charts is not None:
+            print(_chart_text(charts))
     else:
         body = {
             "alert": alert,
@@ -117,6 +127,8 @@ async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> in
             "steps": [r.to_json() for r in ordered],
             "proposals": [p for r in ordered for p in r.to_json()["proposals"]],
         }
+        if charts is not None:
+            body["charts"] = [c.to_json() for c in charts]
         json.dump(body, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     if getattr(args, "record", None):
@@ -127,3 +139,41 @@ async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> in
     if statuses & {"unknown", "error"}:
         return EXIT_INCOMPLETE
     return EXIT_OK
+
+
+async def _charts(
+    settings: Settings, alert: str, results: list[StepResult], window: str
+) -> list[ChartData]:
+    """The alert's chart, then one per PromQL evidence value of each step that did not pass."""
+    from oncall.service.alerts import load_packs
+    from oncall.service.charts import WINDOWS, LiveCharts, evidence_query
+
+    seconds = WINDOWS[window]
+    rule = next((r for r in load_packs(settings).rules if r.name == alert), None)
+    charts = LiveCharts(settings)
+    try:
+        out = [await charts.alert_chart(rule, seconds)] if rule is not None else []
+        for result in results:
+            if result.status in ("ok", "skipped"):
+                continue
+            for item in result.evidence:
+                query = evidence_query(result, item)
+                if query is None:
+                    continue
+                limit = item.threshold if isinstance(item.threshold, int | float) else None
+                title = f"{result.id}: {item.label}"
+                out.append(await charts.query_chart(title, query, limit, seconds, item.unit))
+    finally:
+        await charts.aclose()
+    return out
+
+
+def _chart_text(charts: list[ChartData]) -> str:
+    """The charts as the incident screen draws them, for the terminal's width (≤ 120)."""
+    import os
+    import shutil
+
+    width = min(120, shutil.get_terminal_size((100, 30)).columns)
+    compact = "NO_COLOR" in os.environ or width < 60
+    blocks = ["\n".join(plain(render(c, width, 14, compact=compact))) for c in charts]
+    return "\n\n".join(blocks)

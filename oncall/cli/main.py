@@ -114,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--record", metavar="FILE", help="write the run's facts as a runbook test case to FILE"
     )
+    check.add_argument(
+        "--chart",
+        nargs="?",
+        const="1h",
+        choices=("15m", "1h", "6h", "24h"),
+        metavar="WINDOW",
+        help="also chart the alert and its PromQL evidence over WINDOW (15m, 1h, 6h, 24h)",
+    )
     _global_options(check, suppress=True)
     check.set_defaults(handler=_run_check)
 

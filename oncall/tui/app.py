@@ -61,6 +61,7 @@ from oncall.tui.state import AUTO_RUN_STATES, AlertBook
 
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditSource
+    from oncall.service.charts import ChartSource
     from oncall.service.remediation import RemediationRunner
     from oncall.tui.incident import IncidentScreen
 
@@ -116,6 +117,8 @@ class OncallApp(App[None]):
         self._history_asked_at: float | None = None
         self._history_running = False
         self._warmed = False
+        #: The incident screen's charts (tests hand in fakes); None: each screen opens its own.
+        self.chart_source: ChartSource | None = None
 
     def get_default_screen(self) -> Screen[None]:
         return self.board

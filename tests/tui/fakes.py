@@ -279,12 +279,17 @@ def make_app(
     clock: FakeClock | None = None,
     **setting_changes: Any,
 ) -> OncallApp:
-    return OncallApp(
+    from tests.tui.chart_fakes import FakeCharts
+
+    clock = clock or FakeClock()
+    app = OncallApp(
         settings(**setting_changes),
         alerts_source=alerts,
         checklist_runner=checklists or FakeChecklists(),
-        clock=clock or FakeClock(),
+        clock=clock,
     )
+    app.chart_source = FakeCharts(clock)  # fixed series: the incident screen's charts
+    return app
 
 
 UNTIL_S = 15.0
