@@ -76,8 +76,12 @@ class ChartView(Static):
     ChartView { height: auto; }
     """
 
-    def __init__(self, *, id: str | None = None, rows: int = 10) -> None:
+    def __init__(
+        self, *, id: str | None = None, rows: int = 10, compact: bool | None = None
+    ) -> None:
         super().__init__(id=id, markup=False)
+        #: The sparkline always (True), never (False), or as the terminal decides (None).
+        self.compact = compact
         self.data: ChartData | None = None
         self.note: str = ""
         self.rows = rows
@@ -93,16 +97,19 @@ class ChartView(Static):
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
         if self.data is None:
             return 1
-        compact = compact_for(self.app)
+        compact = self.is_compact()
         return len(render(self.data, width, self.rows, compact=compact)[: self.rows]) + (
             1 if self.note else 0
         )
+
+    def is_compact(self) -> bool:
+        return compact_for(self.app) or bool(self.compact)
 
     def render(self) -> Text:
         width = max(1, self.content_region.width or self.size.width)
         if self.data is None:
             return Text(self.note, end="")
-        compact = compact_for(self.app)
+        compact = self.is_compact()
         key = (id(self.data), self.note, width, self.rows, compact, self.app.theme)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]

@@ -200,7 +200,9 @@ class EvidenceCharts(Vertical):
         self.remove_children()
         if not wanted or self.source is None:
             return
-        views = [ChartView(rows=self.rows) for _ in wanted]
+        # Under 40 rows the pane holds a few lines, and it scrolls only with a mouse: sparklines.
+        compact = self.app.size.height < 40 or None
+        views = [ChartView(rows=self.rows, compact=compact) for _ in wanted]
         self.mount_all(views)
         for view, one in zip(views, wanted, strict=True):
             view.set_chart(None, f"{one[0]}: loading the last {self.window}…")

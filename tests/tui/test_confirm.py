@@ -36,6 +36,7 @@ from oncall.service.remediation import AlertContext, LiveRemediations
 from oncall.tui.app import OncallApp
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
+from tests.tui.chart_fakes import FakeCharts
 from tests.tui.fakes import (
     LOWER_SEQS,
     P99,
@@ -165,13 +166,16 @@ class FakeRemediations:
 
 def make_app(runner: FakeRemediations, clock: FakeClock | None = None) -> OncallApp:
     checklists = FakeChecklists({P99: p99_script()})
-    return OncallApp(
+    clock = clock or FakeClock()
+    app = OncallApp(
         settings(),
         alerts_source=FakeAlerts(board_statuses()),
         checklist_runner=checklists,
         remediation_runner=runner,
-        clock=clock or FakeClock(),
+        clock=clock,
     )
+    app.chart_source = FakeCharts(clock)  # fixed series, no Prometheus
+    return app
 
 
 def modal(app: OncallApp) -> ConfirmScreen:

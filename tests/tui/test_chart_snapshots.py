@@ -1,0 +1,105 @@
+"""SVG snapshots of the incident screen's charts: a firing alert's chart with its threshold,
+pending/firing shading and an action marker, and a step's PromQL evidence chart; at 100x30,
+at 80x24 and with NO_COLOR (the sparkline). Fixed series (`FakeCharts`) and a `FakeClock`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from oncall.model.checklist_events import ChecklistEvent, EvidenceValue
+from oncall.tui.app import OncallApp
+from oncall.tui.chart_panel import AlertChart, EvidenceCharts
+from tests.tui.chart_fakes import FakeCharts
+from tests.tui.fakes import (
+    P99,
+    FakeAlerts,
+    FakeChecklists,
+    FakeClock,
+    board_history,
+    board_statuses,
+    make_app,
+    p99_events,
+    result,
+    until,
+)
+
+SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
+Compare = Callable[..., bool]
+
+KV = EvidenceValue("KV-cache usage (fullest pod)", 0.97, 0.9, "ratio", None, "facts.kv_cache_usage")
+
+
+def chart_script() -> list[ChecklistEvent]:
+    """The P99 run, with the kv_cache step's evidence as the runbook gives it (vllm.rates)."""
+    ev = p99_events()
+    kv = result(
+        "kv_cache",
+        "KV cache not full, no preemptions",
+        "fail",
+        "KV cache 97% used, 14 waiting",
+        probe="vllm.rates",
+        evidence=(KV,),
+        duration=0.61,
+    )
+    kv = type(kv)(**{**kv.__dict__, "params": {"window": "1m"}})
+    names = ("planned", "deployment.started", "deployment.result", "kv_cache.started")
+    return [*(ev[n] for n in names), kv]
+
+
+def chart_app(clock: FakeClock) -> OncallApp:
+    checklists = FakeChecklists({P99: chart_script()})
+    return make_app(FakeAlerts(board_statuses(), board_history()), checklists, clock=clock)
+
+
+def charts_of(app: OncallApp) -> FakeCharts:
+    assert isinstance(app.chart_source, FakeCharts)
+    return app.chart_source
+
+
+def open_with_charts(step: str | None) -> Callable[[Pilot[Any]], Any]:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, OncallApp)
+        await until(pilot, lambda: app.board.selected_alert() == P99, "the board")
+        await pilot.press("enter")
+        await until(pilot, lambda: not app.book.runs[P99].running, "the end of the run")
+        view = app.screen.query_one(AlertChart).view
+        await until(pilot, lambda: view.data is not None, "the alert's chart")
+        if step is not None:
+            await pilot.press("down", "down", "down")  # gpu_memory → kv_cache
+            evidence = app.screen.query_one(EvidenceCharts)
+            await until(
+                pilot,
+                lambda: any(v.data is not None for v in evidence.query("ChartView")),
+                "the evidence chart",
+            )
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_alert_chart(snap_compare: Compare, size: tuple[int, int]) -> None:
+    app = chart_app(FakeClock())
+    assert snap_compare(app, terminal_size=size, run_before=open_with_charts(None))
+    assert charts_of(app).alert_calls == [(P99, 3600.0)]  # repaints asked nothing more
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_evidence_chart(snap_compare: Compare, size: tuple[int, int]) -> None:
+    app = chart_app(FakeClock())
+    assert snap_compare(app, terminal_size=size, run_before=open_with_charts("kv_cache"))
+    queries = [q for q, _ in charts_of(app).query_calls]
+    assert queries == ["max(vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)"]
+
+
+def test_no_color(snap_compare: Compare, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = chart_app(FakeClock())
+    assert app.no_color
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_with_charts("kv_cache"))
