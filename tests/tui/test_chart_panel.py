@@ -64,4 +64,5 @@ async def test_follow_refreshes_on_a_bounded_schedule() -> None:
         clock.advance(FOLLOW_FOR_S)
         chart._tick()
         await pilot.pause()
-        assert chart.follow_until is None and len(charts.alert_calls) == 3  # over: no more
+        assert len(charts.alert_calls) == 3  # over: no more
+        assert "following" not in chart.note()

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from oncall.model.checklist_events import ChecklistEvent, EvidenceValue
+from oncall.model.checklist_events import EvidenceValue
 from oncall.tui.app import OncallApp
+from oncall.tui.chart import ChartView
 from oncall.tui.chart_panel import AlertChart, EvidenceCharts
 from tests.tui.chart_fakes import FakeCharts
 from tests.tui.fakes import (
@@ -20,6 +21,7 @@ from tests.tui.fakes import (
     FakeAlerts,
     FakeChecklists,
     FakeClock,
+    Script,
     board_history,
     board_statuses,
     make_app,
@@ -34,7 +36,7 @@ Compare = Callable[..., bool]
 KV = EvidenceValue("KV-cache usage (fullest pod)", 0.97, 0.9, "ratio", None, "facts.kv_cache_usage")
 
 
-def chart_script() -> list[ChecklistEvent]:
+def chart_script() -> Script:
     """The P99 run, with the kv_cache step's evidence as the runbook gives it (vllm.rates)."""
     ev = p99_events()
     kv = result(
@@ -75,7 +77,7 @@ def open_with_charts(step: str | None) -> Callable[[Pilot[Any]], Any]:
             evidence = app.screen.query_one(EvidenceCharts)
             await until(
                 pilot,
-                lambda: any(v.data is not None for v in evidence.query("ChartView")),
+                lambda: any(v.data is not None for v in evidence.query(ChartView)),
                 "the evidence chart",
             )
         await pilot.pause()
