@@ -1,10 +1,10 @@
 """The incident screen's charts: the alert's expression, and the highlighted step's PromQL
 evidence, drawn by `oncall.model.chart` and coloured here by the kind of each cell.
 
-`ChartView` is a Static that renders its `ChartData` for the size it has: the full chart
+`ChartView` is a line-API widget that draws its `ChartData` for the size it has: the full chart
 (threshold row, pending/firing shading, action markers) from 60x8 cells, otherwise — and at
-80x24 or with NO_COLOR — the one-line sparkline with min/max labels. The rendered text is
-cached per (data, size, compact): a repaint that changes neither costs a dict lookup
+80x24 or with NO_COLOR — the one-line sparkline with min/max labels. The rendered strips
+are cached per (data, size, compact): a repaint that changes neither costs a lookup
 (scripts/bench/chart.py). No query is made here: the screen hands in what the service
 (`oncall.service.charts`) answered, once per zoom change.
 
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.app import App
-from textual.widgets import Static
+from textual.strip import Strip
+from textual.widget import Widget
 
-from oncall.model.chart import ChartData, render
+from oncall.model.chart import ChartData, Row, render
 from oncall.tui.paint import theme_colour
 
 #: Theme variable of each kind of cell; the shading of a state is a background.
@@ -56,21 +57,15 @@ def kind_styles(app: App[Any]) -> dict[str, Style]:
     return out
 
 
-def chart_text(
-    data: ChartData, width: int, height: int, compact: bool, styles: dict[str, Style]
-) -> Text:
-    """The chart as one Rich Text of at most `height` lines."""
-    text = Text(end="", no_wrap=True, overflow="crop")
-    for n, row in enumerate(render(data, width, height, compact=compact)[:height]):
-        if n:
-            text.append("\n")
-        for segment, kind in row:
-            text.append(segment, styles.get(kind or "", Style()))
-    return text
+def chart_rows(data: ChartData, width: int, height: int, compact: bool) -> list[Row]:
+    return render(data, width, height, compact=compact)[:height]
 
 
-class ChartView(Static):
-    """One chart, re-rendered only when its data or its size changes."""
+class ChartView(Widget):
+    """One chart, drawn line by line (Textual's line API) from strips cached per (data, size,
+    compact, theme): a repaint with unchanged data costs a list lookup, a new series one
+    render of `oncall.model.chart` and a Segment per run of cells — no Rich Text to lay out.
+    """
 
     DEFAULT_CSS = """
     ChartView { height: auto; }
@@ -79,13 +74,14 @@ class ChartView(Static):
     def __init__(
         self, *, id: str | None = None, rows: int = 10, compact: bool | None = None
     ) -> None:
-        super().__init__(id=id, markup=False)
-        #: The sparkline always (True), never (False), or as the terminal decides (None).
-        self.compact = compact
+        super().__init__(id=id)
         self.data: ChartData | None = None
         self.note: str = ""
         self.rows = rows
-        self._cache: tuple[tuple[object, ...], Text] | None = None
+        #: The sparkline always (True), never (False), or as the terminal decides (None).
+        self.compact = compact
+        self._cache: tuple[tuple[object, ...], list[Strip]] | None = None
+        self._styles: tuple[object, dict[str, Style]] | None = None
 
     def set_chart(self, data: ChartData | None, note: str = "") -> None:
         """Show `data` (None: only `note`, e.g. 'loading the last hour…')."""
@@ -94,27 +90,40 @@ class ChartView(Static):
         self.data, self.note = data, note
         self.refresh(layout=True)
 
-    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
-        if self.data is None:
-            return 1
-        compact = self.is_compact()
-        return len(render(self.data, width, self.rows, compact=compact)[: self.rows]) + (
-            1 if self.note else 0
-        )
-
     def is_compact(self) -> bool:
         return compact_for(self.app) or bool(self.compact)
 
-    def render(self) -> Text:
-        width = max(1, self.content_region.width or self.size.width)
-        if self.data is None:
-            return Text(self.note, end="")
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        return len(self.strips(width))
+
+    def styles_by_kind(self) -> dict[str, Style]:
+        theme = (self.app.theme, self.rich_style)
+        if self._styles is None or self._styles[0] != theme:
+            base = self.rich_style
+            kinds = kind_styles(self.app)
+            self._styles = (theme, {k: base + v for k, v in kinds.items()} | {"": base})
+        return self._styles[1]
+
+    def strips(self, width: int) -> list[Strip]:
+        width = max(1, width)
         compact = self.is_compact()
         key = (id(self.data), self.note, width, self.rows, compact, self.app.theme)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
-        text = chart_text(self.data, width, self.rows, compact, kind_styles(self.app))
-        if self.note:
-            text.append("\n" + self.note, kind_styles(self.app)["axis"])
-        self._cache = (key, text)
-        return text
+        styles = self.styles_by_kind()
+        lines: list[Strip] = []
+        if self.data is not None:
+            for row in chart_rows(self.data, width, self.rows, compact):
+                segments = [Segment(text, styles.get(kind or "", styles[""])) for text, kind in row]
+                lines.append(Strip(segments).adjust_cell_length(width, styles[""]))
+        if self.note or self.data is None:
+            note = Strip([Segment(self.note, styles.get("axis", styles[""]))])
+            lines.append(note.adjust_cell_length(width, styles[""]))
+        self._cache = (key, lines)
+        return lines
+
+    def render_line(self, y: int) -> Strip:
+        lines = self.strips(self.size.width)
+        if y < len(lines):
+            return lines[y]
+        return Strip.blank(self.size.width, self.rich_style)
