@@ -16,7 +16,8 @@ and NO_COLOR, where every part is still told apart by its characters, not its co
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -139,18 +140,22 @@ def marker_slots(data: ChartData, width: int) -> dict[int, list[Marker]]:
     return out
 
 
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+
 def _over(value: float, threshold: tuple[str, float] | None) -> bool:
     if threshold is None:
         return False
     op, limit = threshold
-    return {
-        ">": value > limit,
-        ">=": value >= limit,
-        "<": value < limit,
-        "<=": value <= limit,
-        "==": value == limit,
-        "!=": value != limit,
-    }.get(op, False)
+    compare = _COMPARE.get(op)
+    return compare is not None and compare(value, limit)
 
 
 def _runs(cells: Sequence[Cell]) -> Row:
@@ -251,7 +256,13 @@ def _plot_rows(
     plot_height = height
     gutter = max(len(s) for s in labels) + 1
     rows: list[Row] = []
+    # Per column, once: its kind when drawn ("over+firing") and its height in eighths.
+    drawn = [
+        None if v is None else ("over" if _over(v, data.threshold) else "line") for v in per_slot
+    ]
+    drawn = [f"{g}+{b}" if g and b else g for g, b in zip(drawn, band, strict=True)]
     scale = plot_height / (high - low)
+    heights = [None if v is None else (v - low) * scale * 8 for v in per_slot]
     limit_row: int | None = None
     if data.threshold is not None:  # the row (from the bottom) the threshold falls in
         limit_row = min(plot_height - 1, int((data.threshold[1] - low) * scale))
@@ -263,18 +274,17 @@ def _plot_rows(
         else:
             axis = " " * (gutter - 1)
         cells: list[Cell] = [(axis + " ┤" if r in (0, plot_height - 1) else axis + " │", "axis")]
-        for i, value in enumerate(per_slot):
+        floor = r * 8
+        for i, top in enumerate(heights):
             char, kind = " ", band[i]
-            if value is not None:
-                eighths = (value - low) * scale * 8 - r * 8
+            if top is not None:
+                eighths = top - floor
                 if eighths >= 8:
                     char = BLOCKS[8]
                 elif eighths > 0:
                     char = BLOCKS[max(1, round(eighths))]
                 if char != " ":
-                    glyph = "over" if _over(value, data.threshold) else "line"
-                    # The state stays as the cell's background: "over+firing".
-                    kind = f"{glyph}+{band[i]}" if band[i] else glyph
+                    kind = drawn[i]  # the state stays as the cell's background
             if char == " " and r == limit_row:
                 char, kind = "┄", "threshold"
             if char == " " and kind is not None:
