@@ -45,6 +45,13 @@ def chart_source(widget: Widget, settings: Settings) -> tuple[ChartSource, bool]
     return LiveCharts(settings), True
 
 
+def close_later(widget: Widget, source: ChartSource | None) -> None:
+    """Close a screen's own source in an app worker: leaving the screen must not wait for
+    a hung Prometheus' connections to be torn down (esc answers at once)."""
+    if source is not None:
+        widget.app.run_worker(source.aclose(), group="chart-close", exit_on_error=False)
+
+
 class AlertChart(Vertical):
     """The alert's chart and the window it shows; zoom with `zoom(+1 | -1)`."""
 
@@ -84,9 +91,8 @@ class AlertChart(Vertical):
         self.source, self._owned = chart_source(self, self.settings)
         self.load()
 
-    async def on_unmount(self) -> None:
-        if self._owned and self.source is not None:
-            await self.source.aclose()
+    def on_unmount(self) -> None:
+        close_later(self, self.source if self._owned else None)
 
     def load(self) -> None:
         """Ask for the chart of the current window unless it was asked for already."""
@@ -100,16 +106,22 @@ class AlertChart(Vertical):
         self._asked = wanted
         if self.view.data is None:
             self.view.set_chart(None, f"chart: loading the last {self.window}…")
-        self.run_worker(self._load(rule, self.source), group="alert-chart", exclusive=True)
+        # An app worker: leaving the screen must not wait for a hung Prometheus to answer
+        # (a widget's workers are awaited when it is removed); the answer is then dropped.
+        self.app.run_worker(
+            self._load(rule, self.source), group="alert-chart", exclusive=True, exit_on_error=False
+        )
 
     async def _load(self, rule: AlertRule, source: ChartSource) -> None:
         self.requests += 1
         try:
             data = await source.alert_chart(rule, WINDOWS[self.window])
         except Exception as exc:  # a picture is decoration: say why, keep the screen
-            self.view.set_chart(None, f"chart: {type(exc).__name__}: {exc}")
-            return
-        self.view.set_chart(data, self.note())
+            data, note = None, f"chart: {type(exc).__name__}: {exc}"
+        else:
+            note = self.note()
+        if self.view.is_attached:
+            self.view.set_chart(data, note)
 
     def note(self) -> str:
         keys = "[ ] zoom"
@@ -170,9 +182,8 @@ class EvidenceCharts(Vertical):
     def on_mount(self) -> None:
         self.source, self._owned = chart_source(self, self.settings)
 
-    async def on_unmount(self) -> None:
-        if self._owned and self.source is not None:
-            await self.source.aclose()
+    def on_unmount(self) -> None:
+        close_later(self, self.source if self._owned else None)
 
     def show_step(self, result: StepResult | None) -> None:
         """Chart `result`'s PromQL evidence (nothing for None or for other evidence)."""
@@ -206,7 +217,9 @@ class EvidenceCharts(Vertical):
         self.mount_all(views)
         for view, one in zip(views, wanted, strict=True):
             view.set_chart(None, f"{one[0]}: loading the last {self.window}…")
-            self.run_worker(self._load(view, self.source, one), group="evidence-chart")
+            self.app.run_worker(
+                self._load(view, self.source, one), group="evidence-chart", exit_on_error=False
+            )
 
     async def _load(self, view: ChartView, source: ChartSource, wanted: Wanted) -> None:
         label, query, limit, unit = wanted
@@ -216,7 +229,8 @@ class EvidenceCharts(Vertical):
                 label, query, limit, WINDOWS[self.window], unit
             )
         except Exception as exc:  # decoration: the text above still holds the value
-            view.set_chart(None, f"{label}: chart failed: {type(exc).__name__}: {exc}")
+            if view.is_attached:
+                view.set_chart(None, f"{label}: chart failed: {type(exc).__name__}: {exc}")
             return
         if view.is_attached:
             view.set_chart(data)
