@@ -71,7 +71,11 @@ def unwrap_prometheus_rules(path: Path, display: str) -> list[RuleDocument] | No
 def unwrap_text(text: str, display: str) -> list[RuleDocument] | None:
     """`unwrap_prometheus_rules` of YAML text named `display` (an object read from the
     cluster, written out as `kubectl get -o yaml` shows it)."""
-    loader = _BoundedLoader(text, current_limits())
+    try:
+        # The reader checks every character when it is made: a control character raises here.
+        loader = _BoundedLoader(text, current_limits())
+    except yaml.YAMLError:
+        return None  # the caller's reading reports it, located
     nodes: list[yaml.Node] = []
     datas: list[Any] = []
     try:
