@@ -8,7 +8,6 @@ covers exactly the bytes that are stored, and a secret never reaches the file or
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 import math
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlsplit
 
+from oncall.backends.identity import display_user, os_account
 from oncall.errors import OncallError
 from oncall.model.action_params import ACTION_PARAMS, ActionName
 
@@ -121,14 +121,20 @@ def new_log_identity(path: str) -> dict[str, Any]:
             "path": path}  # fmt: skip
 
 
-def actor_now() -> dict[str, str | None]:
-    """Who is acting: the login user, this host, and the SSH client's IP (or null)."""
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):  # no $USER and no passwd entry (some containers)
-        user = f"uid:{os.getuid()}"
+def actor_now() -> dict[str, Any]:
+    """Who is acting: the OS account of the real uid (not $USER, which is display only), this
+    host, the pid and the SSH client's IP (or null). The remediation executor adds the
+    Kubernetes identity (`kube_user`, from SelfSubjectReview) when it has one."""
+    account = os_account()
     ssh = os.environ.get("SSH_CLIENT", "").split()
-    return {"user": user, "host": socket.gethostname(), "ssh_client": ssh[0] if ssh else None}
+    return {
+        "user": account["os_user"],
+        "uid": account["uid"],
+        "display_user": display_user(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "ssh_client": ssh[0] if ssh else None,
+    }
 
 
 def _secret_key(key: str) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import re
 import time
@@ -119,6 +120,12 @@ class KubeWriter(KubeReader):
     def _translate(self, exc: Exception) -> Exception:
         from kubernetes.client.exceptions import ApiException
 
+        if isinstance(exc, ApiException) and exc.status == 429:
+            # The eviction API's PodDisruptionBudget refusal (eviction.go): name the budget.
+            _, message = _status_message(exc.body)
+            causes = _causes(exc.body)
+            detail = f"{message} {causes}".strip() if causes else message
+            return self._error("disruption budget", detail or str(exc.reason or ""))
         if isinstance(exc, ApiException) and exc.status in (403, 409, 422):
             _, message = _status_message(exc.body)
             message = message or str(exc.reason or "")
@@ -168,6 +175,42 @@ class KubeWriter(KubeReader):
             body=options,
             dry_run="All" if dry_run else None,
         )
+
+    async def evict_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool) -> Obj:
+        """Evict exactly this pod (policy/v1 Eviction, UID precondition): PDBs are honoured.
+
+        `kubectl drain`'s call for one pod. "disruption budget" (429) when a budget would be
+        broken (retry later), "conflict" (409) when the pod under that name is another one.
+        """
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
+        }
+        return await self._write(
+            self._core.create_namespaced_pod_eviction,
+            name,
+            namespace,
+            body,
+            dry_run="All" if dry_run else None,
+        )
+
+    async def owning_workload(self, namespace: str, pod: Obj) -> tuple[str, str, str] | None:
+        """(kind, name, uid) of the pod's top controller: its ReplicaSet's Deployment, else
+        the ReplicaSet (or other controller) itself; None for a bare pod."""
+        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+        ref = next((r for r in refs if r.get("controller")), None)
+        if ref is None:
+            return None
+        if ref.get("kind") != "ReplicaSet":
+            return str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid") or "")
+        rs = await self._call(self._apps.read_namespaced_replica_set, ref.get("name"), namespace)
+        up = next((r for r in (rs.get("metadata") or {}).get("ownerReferences") or []
+                   if r.get("controller")), None)  # fmt: skip
+        if up is None:
+            return "ReplicaSet", str(ref.get("name")), str(ref.get("uid") or "")
+        return str(up.get("kind")), str(up.get("name")), str(up.get("uid") or "")
 
     async def patch_deployment_json(
         self, namespace: str, name: str, ops: list[dict[str, Any]], *, dry_run: bool
@@ -337,6 +380,14 @@ class KubeWriter(KubeReader):
 
     # -- events, access reviews, configmaps -------------------------------------------------------
 
+    async def self_subject_review(self) -> Obj:
+        """`kubectl auth whoami -o json`: who the server authenticated our credentials as."""
+        from kubernetes import client
+
+        api = client.AuthenticationV1Api(self._api)
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        return await self._call(api.create_self_subject_review, body)
+
     async def create_event(
         self,
         namespace: str,
@@ -406,6 +457,15 @@ class KubeWriter(KubeReader):
             field_manager=FIELD_MANAGER,
             _content_type=MERGE_PATCH,
         )
+
+
+def _causes(body: Any) -> str:
+    """The `details.causes` messages of a Status body, joined ("" when none)."""
+    try:
+        causes = json.loads(body).get("details", {}).get("causes") or []
+        return "; ".join(str(c.get("message")) for c in causes if c.get("message"))
+    except (TypeError, ValueError, AttributeError):
+        return ""
 
 
 def _lease_view(lease: Obj) -> LeaseResult:

@@ -78,6 +78,14 @@ class Plan:
     #: The action's own verdicts on what it plans (e.g. a value the workload would reject):
     #: shown in the preview with the guards'; a refusing one refuses the action.
     checks: tuple[GuardVerdict, ...] = ()
+    #: The workload the change touches beyond its target (a rebuilt pod's Deployment): its
+    #: Lease is taken with the target's, so two pods of one workload are not acted on at once.
+    workload: Target | None = None
+
+    @property
+    def lease_targets(self) -> tuple[Target, ...]:
+        """The targets whose Leases the action holds while it runs: the target, its workload."""
+        return (self.target,) if self.workload is None else (self.target, self.workload)
 
     @property
     def summary(self) -> str:

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from oncall.audit.log import AuditLog
 from oncall.audit.records import AuditError, actor_now, new_action_id, secrets_of
+from oncall.backends.identity import kube_identity
 from oncall.errors import BackendError
 from oncall.model.write_path import (
     Confirm,
@@ -45,7 +46,7 @@ from oncall.remediation.action import PlanError
 from oncall.remediation.audit_mirror import mirror_to_stream
 from oncall.remediation.clients import Clients
 from oncall.remediation.guards import read_only_guard
-from oncall.remediation.lease import TargetLease
+from oncall.remediation.lease import TargetLease, holder_identity
 from oncall.remediation.policy import APPROVAL_TIMEOUT_S, Guards
 from oncall.settings import Settings
 
@@ -104,7 +105,9 @@ class Remediator:
         self.log = log
         self.guards = guards
         self.actor = actor or actor_now()
-        self.holder = f"{self.actor['user']}@{self.actor['host']}"
+        # Until SelfSubjectReview answers (`identify`): the OS account; unique per process.
+        self.holder = self._auto_holder = holder_identity(str(self.actor["user"]))
+        self.kube_user: str | None = None
         self.read_only_flag = read_only_flag
         self.alert = alert
         self.evidence = evidence
@@ -140,6 +143,25 @@ class Remediator:
 
     async def __aexit__(self, *_exc: object) -> None:
         await self.clients.aclose()
+
+    async def identify(self) -> str | None:
+        """Who the Kubernetes API says we are (SelfSubjectReview); None when it cannot say.
+
+        The username goes into every audit record's actor and into the Lease holder; `$USER`
+        stays display only. Asked once per remediator.
+        """
+        if self.kube_user is not None or "kube_error" in self.actor:
+            return self.kube_user
+        try:
+            found = await kube_identity(await self.clients.kube_writer())
+        except BackendError as exc:
+            self.actor = {**self.actor, "kube_user": None, "kube_error": str(exc)}
+            return None
+        self.kube_user = found.username
+        self.actor = {**self.actor, "kube_user": found.username, "kube_groups": list(found.groups)}
+        if self.holder == self._auto_holder:
+            self.holder = self._auto_holder = holder_identity(found.username)
+        return found.username
 
     # -- audit -----------------------------------------------------------------------------
 
@@ -221,6 +243,7 @@ class Remediator:
         """
         say = progress or (lambda _text: None)
         run = _Run(new_action_id(), plan)
+        await self.identify()
         preview = await self.preview(plan)
         preview = run.preview = Preview(plan, preview.dry_run, (*preview.verdicts, *extra))
         await self._record(
@@ -249,7 +272,7 @@ class Remediator:
                 return await self._refuse(run, verdict)
             await self._record(run, "approved", detail=verdict.detail)
         lease = TargetLease(self.clients, self.holder)
-        taken = await lease.take(plan)
+        taken = await lease.take(plan)  # the target's and its workload's, as this process
         if not taken.ok:
             return await self._refuse(run, taken)
         try:

@@ -1,74 +1,105 @@
-"""The per-target Kubernetes Lease that keeps two operators off one target at a time.
+"""The Kubernetes Leases that keep two processes off one target, and off one workload, at once.
 
-The preview only reads who holds it (a person is not asked to confirm what would be refused);
-the executor takes it after the confirmation and releases it when the action has ended. A Lease
-left behind by a crash expires by itself after `guards.lease_duration`.
+A Lease is held by one *process*: the holder identity is the operator's authenticated identity,
+the host, the pid and a random suffix (`holder_identity`), so two terminals of one operator, a
+shared bastion account or a spoofed `$USER` are all different holders, and a Lease held by
+another process under "my" name is not free. A plan's Leases are its target's and, when it
+touches one, its workload's (a rebuilt pod's Deployment): two pods of one Deployment are not
+rebuilt at once.
+
+The preview only reads who holds them (a person is not asked to confirm what would be
+refused); the executor takes them after the confirmation and releases them when the action has
+ended — only if this process still holds them (re-read, compared, then deleted with a
+resourceVersion precondition, oncall/backends/kube_write.py). A Lease left behind by a crash
+expires by itself after `guards.lease_duration`.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
+import socket
 from datetime import UTC, datetime
 
 from oncall.errors import BackendError
-from oncall.model.write_path import GuardVerdict, Plan
+from oncall.model.write_path import GuardVerdict, Plan, Target
 from oncall.remediation.clients import Clients
 
 
-def lease_name(plan: Plan) -> str:
+def holder_identity(identity: str) -> str:
+    """identity@host/pid/random: unique per process (and per remediator within one)."""
+    return f"{identity}@{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
+
+
+def lease_name(target: Plan | Target) -> str:
     """A valid object name (RFC 1123 label) per target: oncall-pod-ai-vllm-x."""
-    name = re.sub(r"[^a-z0-9-]+", "-", f"oncall-{plan.target.key}".lower())
+    key = target.target.key if isinstance(target, Plan) else target.key
+    name = re.sub(r"[^a-z0-9-]+", "-", f"oncall-{key}".lower())
     return name[:63].rstrip("-")
 
 
 class TargetLease:
-    """Read, take and release the Lease of a plan's target as `holder`."""
+    """Read, take and release the Leases of a plan's target and workload as `holder`."""
 
     def __init__(self, clients: Clients, holder: str) -> None:
         self.clients = clients
         self.holder = holder
+        self._taken: list[Target] = []
 
-    def _namespace(self, plan: Plan) -> str:
-        return plan.target.namespace or self.clients.settings.kubernetes.namespace
+    def _namespace(self, target: Target) -> str:
+        return target.namespace or self.clients.settings.kubernetes.namespace
 
     async def holder_verdict(self, plan: Plan) -> GuardVerdict:
-        """For the preview: whether someone else holds the target's Lease now."""
-        try:
-            kube = await self.clients.kube_writer()
-            held = await kube.lease_holder(self._namespace(plan), lease_name(plan))
-        except BackendError as exc:
-            return GuardVerdict("lease", False, f"cannot read the Lease: {exc}", {})
-        now = datetime.now(UTC)
-        if held is None or not held.holder or held.holder == self.holder:
-            return GuardVerdict("lease", True, "free", {})
-        if held.expires is None or held.expires <= now:
-            return GuardVerdict("lease", True, f"free (expired, last held by {held.holder})", {})
-        return _held_by(plan, held.holder, held.since)
+        """For the preview: whether another process holds one of the plan's Leases now."""
+        notes = []
+        for target in plan.lease_targets:
+            try:
+                kube = await self.clients.kube_writer()
+                held = await kube.lease_holder(self._namespace(target), lease_name(target))
+            except BackendError as exc:
+                return GuardVerdict("lease", False, f"cannot read the Lease: {exc}", {})
+            now = datetime.now(UTC)
+            if held is None or not held.holder or held.holder == self.holder:
+                continue
+            if held.expires is None or held.expires <= now:
+                notes.append(f"expired, last held by {held.holder}")
+                continue
+            return _held_by(target, held.holder, held.since)
+        return GuardVerdict("lease", True, f"free ({'; '.join(notes)})" if notes else "free", {})
 
     async def take(self, plan: Plan) -> GuardVerdict:
+        """Take every Lease of the plan, or none: on a refusal the ones taken are released."""
         duration = int(self.clients.settings.guards.lease_duration)
-        try:
-            kube = await self.clients.kube_writer()
-            lease = await kube.acquire_lease(
-                self._namespace(plan), lease_name(plan), self.holder, duration
-            )
-        except BackendError as exc:
-            return GuardVerdict("lease", False, f"cannot take the Lease: {exc}", {})
-        if lease.acquired:
-            return GuardVerdict("lease", True, "held", {})
-        return _held_by(plan, lease.holder, lease.since)
+        for target in plan.lease_targets:
+            try:
+                kube = await self.clients.kube_writer()
+                lease = await kube.acquire_lease(
+                    self._namespace(target), lease_name(target), self.holder, duration
+                )
+            except BackendError as exc:
+                await self.release(plan)
+                return GuardVerdict("lease", False, f"cannot take the Lease: {exc}", {})
+            if not lease.acquired:
+                await self.release(plan)
+                return _held_by(target, lease.holder, lease.since)
+            self._taken.append(target)
+        return GuardVerdict("lease", True, "held", {"holder": self.holder})
 
-    async def release(self, plan: Plan) -> None:
-        try:
-            kube = await self.clients.kube_writer()
-            await kube.release_lease(self._namespace(plan), lease_name(plan), self.holder)
-        except BackendError:
-            pass  # it expires by itself after guards.lease_duration
+    async def release(self, _plan: Plan) -> None:
+        """Release the Leases this process took (only while it still holds them)."""
+        while self._taken:
+            target = self._taken.pop()
+            try:
+                kube = await self.clients.kube_writer()
+                await kube.release_lease(self._namespace(target), lease_name(target), self.holder)
+            except BackendError:
+                pass  # it expires by itself after guards.lease_duration
 
 
-def _held_by(plan: Plan, holder: str | None, since: datetime | None) -> GuardVerdict:
+def _held_by(target: Target, holder: str | None, since: datetime | None) -> GuardVerdict:
     when = since.isoformat() if since else "unknown"
     return GuardVerdict(
-        "lease", False, f"{holder} is acting on {plan.target.label} (since {when})",
-        {"holder": holder, "since": when},
+        "lease", False, f"{holder} is acting on {target.label} (since {when})",
+        {"holder": holder, "since": when, "lease": lease_name(target)},
     )  # fmt: skip

@@ -107,6 +107,11 @@ class FakeLeases:
     taken: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     closed: bool = False
+    #: Who SelfSubjectReview says we are.
+    username: str = "alice"
+
+    async def self_subject_review(self) -> dict[str, Any]:
+        return {"status": {"userInfo": {"username": self.username, "groups": ["ops"]}}}
 
     def _theirs(self) -> LeaseResult:
         now = datetime.now(UTC)

@@ -1,4 +1,10 @@
-"""Kubeconfig files pointing at a running simulator, one context per simulated user."""
+"""Kubeconfig files pointing at a running simulator, one context per simulated user.
+
+Contexts: `oncall-drill` (the operator, current), `oncall-drill-readonly`, and
+`oncall-drill-peer` (a second operator: `oncall --context oncall-drill-peer remediate approve
+ID`, or `kubernetes.context` in a second settings file, is the other person of a two-person
+action; SelfSubjectReview tells the two apart by their tokens).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from oncall.drill.netutil import LOOPBACK
 
 OPERATOR_CONTEXT = "oncall-drill"
 READ_ONLY_CONTEXT = "oncall-drill-readonly"
+#: A second operator, another person to the cluster: the two-person rule's approver in drills.
+PEER_CONTEXT = "oncall-drill-peer"
 CLUSTER = "oncall-drill"
 
 
@@ -38,6 +46,7 @@ def kubeconfig(
     contexts = (
         (operator_context, "operator", users.operator),
         (read_only_context, "read-only", users.read_only),
+        (PEER_CONTEXT, "peer", users.peer),
     )
     return {
         "apiVersion": "v1",

@@ -1,7 +1,9 @@
 """Users of the simulated cluster, told apart by bearer token, and what each may do.
 
-Two profiles, like the two contexts of the generated kubeconfig: the operator may do everything the
-simulator serves; the read-only user may only get and list (the apiserver answers 403 Forbidden).
+Three users, like the contexts of the generated kubeconfig: the operator may do everything the
+simulator serves; the peer is a second operator (another person: the two-person rule's
+approver in drills); the read-only user may only get and list (the apiserver answers 403).
+SelfSubjectReview answers each one's name and groups.
 """
 
 from __future__ import annotations
@@ -22,9 +24,15 @@ class User:
     name: str
     token: str
     verbs: frozenset[str] | None = None
+    groups: tuple[str, ...] = ("system:authenticated",)
+    uid: str = ""
 
     def may(self, verb: str) -> bool:
         return self.verbs is None or verb in self.verbs
+
+
+_OPERATORS = ("oncall:operators", "system:authenticated")
+_READERS = ("system:serviceaccounts", "system:serviceaccounts:ai", "system:authenticated")
 
 
 def _token() -> str:
@@ -33,17 +41,20 @@ def _token() -> str:
 
 @dataclass(frozen=True)
 class Users:
-    """The operator and the read-only user of one simulator instance."""
+    """The operator, the peer operator and the read-only user of one simulator instance."""
 
-    operator: User = field(default_factory=lambda: User("oncall-operator", _token()))
+    operator: User = field(
+        default_factory=lambda: User("oncall-operator", _token(), groups=_OPERATORS)
+    )
     read_only: User = field(
         default_factory=lambda: User(
-            "system:serviceaccount:ai:oncall-readonly", _token(), READ_ONLY_VERBS
+            "system:serviceaccount:ai:oncall-readonly", _token(), READ_ONLY_VERBS, _READERS
         )
     )
+    peer: User = field(default_factory=lambda: User("oncall-peer", _token(), groups=_OPERATORS))
 
     def all(self) -> tuple[User, ...]:
-        return (self.operator, self.read_only)
+        return (self.operator, self.read_only, self.peer)
 
     def authenticate(self, authorization: str | None) -> User:
         """The user behind an `Authorization: Bearer <token>` header (401 if none)."""

@@ -118,6 +118,11 @@ LEASES = ResourceType(
     True,
     READ_VERBS | {"create", "update", "patch", "delete"},
 )
+#: Served for list/get (status computed on read, oncall/drill/kube_sim/disruption.py); seeded.
+PDBS = ResourceType(
+    "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, READ_VERBS,
+    short_names=("pdb",),
+)  # fmt: skip
 
 #: prometheus-operator's CRD (`kubectl get crd prometheusrules.monitoring.coreos.com`): its
 #: discovery entry as the apiserver serves a CRD (shortNames promrule). Read-only here.
@@ -141,6 +146,7 @@ ALL: tuple[ResourceType, ...] = (
     REPLICASETS,
     LEASES,
     PROMETHEUSRULES,
+    PDBS,
 )
 BY_KIND: dict[str, ResourceType] = {rt.kind: rt for rt in ALL}
 

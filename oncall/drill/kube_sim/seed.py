@@ -154,6 +154,16 @@ def vllm_deployment(
     }
 
 
+def vllm_pdb(*, name: str = "vllm", namespace: str = "ai") -> Obj:
+    """The vLLM Deployment's PodDisruptionBudget: at most one replica evicted at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}},
+    }
+
+
 def default_objects(*, namespace_name: str = "ai", replicas: int = 2, gpus: int = 4) -> list[Obj]:
     """The default drill cluster."""
     return [
@@ -162,6 +172,7 @@ def default_objects(*, namespace_name: str = "ai", replicas: int = 2, gpus: int 
         namespace(namespace_name),
         gpu_node(gpus=gpus),
         vllm_deployment(namespace=namespace_name, replicas=replicas),
+        vllm_pdb(namespace=namespace_name),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",

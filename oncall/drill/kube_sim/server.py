@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from oncall.drill.kube_sim import errors, logs, resources, verbs
+from oncall.drill.kube_sim import disruption, errors, identity, logs, resources, verbs
 from oncall.drill.kube_sim.errors import ApiError
 from oncall.drill.kube_sim.rbac import authorize
 from oncall.drill.kube_sim.resources import ResourceType
@@ -26,6 +26,7 @@ from oncall.drill.kube_sim.store import Obj
 
 log = logging.getLogger(__name__)
 
+SELF_SUBJECT_REVIEWS = ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]
 SIM_KEY = web.AppKey("kube_sim", KubeSim)
 WATCH_DEFAULT_TIMEOUT_S = 1800
 VERSION_INFO = {
@@ -84,7 +85,7 @@ def parse_target(segments: list[str]) -> tuple[str, str, Target | None]:
         raise errors.path_not_found()
     if sub and not (
         (sub == "status" and rt.kind in ("Pod", "Deployment", "Node"))
-        or (sub == "log" and rt.kind == "Pod")
+        or (sub in ("log", "eviction") and rt.kind == "Pod")
     ):
         raise errors.path_not_found()
     return group, version, Target(rt, namespace, name, sub)
@@ -132,6 +133,10 @@ async def _handle_api(request: web.Request) -> web.StreamResponse:
         return _reply(resources.api_versions(request.host))
     if segments == ["apis"]:
         return _reply(resources.api_group_list())
+    if segments == SELF_SUBJECT_REVIEWS:
+        if request.method != "POST":
+            raise errors.method_not_allowed()
+        return _reply(identity.self_subject_review(user, await _json_body(request)), 201)
     group, version, target = parse_target(segments)
     if target is None:
         listing = resources.api_resource_list(group, version)
@@ -139,6 +144,15 @@ async def _handle_api(request: web.Request) -> web.StreamResponse:
             raise errors.path_not_found()
         return _reply(listing)
     query = request.query
+    if target.subresource == "eviction":
+        if request.method != "POST":
+            raise errors.method_not_allowed()
+        authorize(user, "create", target.rt, target.namespace, target.name)
+        dry_run = verbs.parse_dry_run(query.getall("dryRun", []))
+        evicted = disruption.evict(
+            sim, target.namespace or "", target.name, await _json_body(request), dry_run=dry_run
+        )
+        return _reply(evicted, 201)
     watch = query.get("watch", "") in ("true", "1")
     verb = _verb(request.method, target, watch)
     rt, ns, name = target.rt, target.namespace, target.name
@@ -154,9 +168,11 @@ async def _handle_api(request: web.Request) -> web.StreamResponse:
     dry_run = verbs.parse_dry_run(query.getall("dryRun", []))
     flat = {k: query[k] for k in query}
     if verb == "get":
-        return _reply(verbs.get(sim, rt, ns, name))
+        return _reply(_with_status(sim, rt, verbs.get(sim, rt, ns, name)))
     if verb == "list":
-        return _reply(verbs.list_(sim, rt, ns, flat))
+        listing = verbs.list_(sim, rt, ns, flat)
+        listing["items"] = [_with_status(sim, rt, item) for item in listing.get("items") or []]
+        return _reply(listing)
     if verb == "watch":
         return await _watch(request, sim, rt, ns, flat)
     if verb == "create":
@@ -178,6 +194,11 @@ async def _handle_api(request: web.Request) -> web.StreamResponse:
         )
     body = await _json_body(request)
     return _reply(verbs.delete(sim, rt, ns, name, body=body, query=flat, dry_run=dry_run))
+
+
+def _with_status(sim: KubeSim, rt: ResourceType, obj: Obj) -> Obj:
+    # A budget's status is the disruption controller's: computed from the pods as they are now.
+    return disruption.with_status(sim, obj) if rt is resources.PDBS else obj
 
 
 def _log_source(sim: KubeSim) -> logs.ContainerLogs | None:

@@ -1,11 +1,17 @@
-"""rebuild-pod: delete one pod with a UID precondition; its controller creates a replacement.
+"""rebuild-pod: evict one pod (Eviction API, UID precondition); its controller replaces it.
 
-Plan: the pod (UID, resourceVersion, node, Ready) and its siblings; refused up front when
-deleting it would leave fewer Ready replicas than `min_ready` allows.
+Plan: the pod (UID, resourceVersion, node, Ready), its siblings and its workload (the
+Deployment owning its ReplicaSet: the executor holds that workload's Lease too, so two pods of
+one Deployment are not rebuilt at once); refused up front when evicting it would leave fewer
+Ready replicas than `min_ready` allows. Just before the eviction the count is taken again
+(`changed_since_plan`), and the eviction itself is the cluster's own check: the apiserver
+refuses it (429) when a PodDisruptionBudget would be broken, atomically, whoever else evicts.
 
-Command-line equivalents: `kubectl delete pod NAME -n NS --dry-run=server`, then the delete
-with a UID precondition (`kubectl` has no flag for it: `curl -X DELETE …
--d '{"preconditions":{"uid":…}}'`), then `kubectl get pods -l app=… -w` until a new UID is Ready.
+Command-line equivalents: `kubectl get pdb -n NS`, then `curl -X POST
+…/api/v1/namespaces/NS/pods/NAME/eviction?dryRun=All -d '{"apiVersion":"policy/v1",
+"kind":"Eviction","metadata":{"name":NAME},"deleteOptions":{"preconditions":{"uid":…}}}'`
+(`kubectl drain` without the cordon), then the same without dryRun, then `kubectl get pods
+-l app=… -w` until a new UID is Ready.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ class RebuildPod(Action[RebuildPodParams]):
         labels = meta.get("labels") or {}
         app = labels.get("app")
         siblings = await kube.list_pods(namespace, label_selector=f"app={app}") if app else [pod]
-        ready = [p for p in siblings if _ready(p)]
+        ready = [p for p in siblings if _serving(p)]
         left = len([p for p in ready if (p.get("metadata") or {}).get("uid") != uid])
         if left < self.min_ready:
             raise PlanError(
@@ -52,6 +58,8 @@ class RebuildPod(Action[RebuildPodParams]):
                 f"policy needs at least {self.min_ready}"
             )
         target = Target("Pod", params.pod, namespace, uid, meta.get("resourceVersion"))
+        owner = await kube.owning_workload(namespace, pod)
+        workload = Target(owner[0], owner[1], namespace, owner[2] or None) if owner else None
         node = (pod.get("spec") or {}).get("nodeName")
         return Plan(
             action=self.name,
@@ -60,23 +68,28 @@ class RebuildPod(Action[RebuildPodParams]):
             before=f"pod {params.pod} (UID {uid}, node {node}, {_state(pod)})",
             after=f"a new pod from its controller; {left} other Ready replica(s) meanwhile",
             request={
-                "method": "DELETE",
-                "path": f"/api/v1/namespaces/{namespace}/pods/{params.pod}",
-                "body": {"preconditions": {"uid": uid}},
+                "method": "POST",
+                "path": f"/api/v1/namespaces/{namespace}/pods/{params.pod}/eviction",
+                "body": {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": params.pod, "namespace": namespace},
+                    "deleteOptions": {"preconditions": {"uid": uid}},
+                },
             },
             dangerous=True,
             confirm_word=params.pod,
             notes=(*notes, *([f"selector app={app}"] if app else [])),
             preconditions=(Precondition(UID, uid),),
+            workload=workload,
         )
 
     async def dry_run(self, plan: Plan, clients: Clients) -> Any:
         target = plan.target
         kube = await clients.kube_writer()
-        await kube.delete_pod(
-            target.namespace or "", target.name, uid=target.uid or "", dry_run=True
-        )
-        return {"server": "delete accepted (dry run)", "uid": target.uid}
+        namespace, uid = target.namespace or "", target.uid or ""
+        await kube.evict_pod(namespace, target.name, uid=uid, dry_run=True)
+        return {"server": "eviction accepted (dry run)", "uid": target.uid}
 
     async def changed_since_plan(self, plan: Plan, clients: Clients) -> str | None:
         target = plan.target
@@ -87,11 +100,21 @@ class RebuildPod(Action[RebuildPodParams]):
             if exc.reason == "not found":
                 return f"pod {target.name} is gone already"
             raise
-        uid = (pod.get("metadata") or {}).get("uid")
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid")
         expected = plan.expected(UID)
-        if expected is not None and uid == expected.expected:
-            return None
-        return f"pod {target.name} was replaced (UID {uid})"
+        if expected is None or uid != expected.expected:
+            return f"pod {target.name} was replaced (UID {uid})"
+        # "Another Ready replica", again, right before the eviction: Ready and not terminating.
+        app = (meta.get("labels") or {}).get("app")
+        siblings = await kube.list_pods(target.namespace or "", label_selector=f"app={app}")
+        left = [p for p in siblings if _serving(p) and (p.get("metadata") or {}).get("uid") != uid]
+        if len(left) < self.min_ready:
+            return (
+                f"evicting {target.name} now would leave {len(left)} Ready replica(s) of "
+                f"app={app}; policy needs at least {self.min_ready}"
+            )
+        return None
 
     async def execute(self, plan: Plan, clients: Clients) -> dict[str, Any]:
         target = plan.target
@@ -100,9 +123,9 @@ class RebuildPod(Action[RebuildPodParams]):
         pod = await kube.get_pod(namespace, target.name)
         app = ((pod.get("metadata") or {}).get("labels") or {}).get("app")
         others = await kube.list_pods(namespace, label_selector=f"app={app}") if app else []
-        await kube.delete_pod(namespace, target.name, uid=target.uid or "", dry_run=False)
+        await kube.evict_pod(namespace, target.name, uid=target.uid or "", dry_run=False)
         return {
-            "deleted": target.name,
+            "evicted": target.name,
             "uid": target.uid,
             "selector": f"app={app}" if app else None,
             "other_uids": [(p.get("metadata") or {}).get("uid") for p in others],
@@ -130,6 +153,11 @@ class RebuildPod(Action[RebuildPodParams]):
 
 def _state(pod: dict[str, Any]) -> str:
     return "Ready" if _ready(pod) else "not Ready"
+
+
+def _serving(pod: dict[str, Any]) -> bool:
+    """Ready and not on its way out (a pod being deleted is not a replica to count on)."""
+    return _ready(pod) and not (pod.get("metadata") or {}).get("deletionTimestamp")
 
 
 def _ready(pod: dict[str, Any]) -> bool:

@@ -1,0 +1,103 @@
+"""Threat: two rebuilds at once take a service to 0 Ready replicas (issue 12, item 3).
+
+Against the drill's Kubernetes API through the real client and oncall's KubeWriter: the vLLM
+Deployment ships with a PodDisruptionBudget (maxUnavailable 1); an eviction that would break it
+is refused with the apiserver's 429 and message, a dry run changes nothing, a UID precondition
+that does not hold is a 409, and the PDB is served (list/get) with its computed status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncall.backends.kube_write import KubeWriter
+from oncall.drill.kube_sim import KubeSim
+from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
+from oncall.errors import BackendError
+from oncall.settings.model import KubernetesSettings
+from tests.drill.kube.conftest import NS, Cluster, start_cluster
+
+VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[Cluster]:
+    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
+
+
+def _writer(cluster: Cluster, context: str | None = None) -> KubeWriter:
+    settings = KubernetesSettings(kubeconfig=cluster.kubeconfig, context=context, namespace=NS)
+    return asyncio.run(KubeWriter.open(settings))
+
+
+def _uid(pod: Any) -> str:
+    return str(pod.metadata.uid)
+
+
+def test_the_second_eviction_of_a_two_replica_deployment_is_refused_by_its_budget(
+    drill: Cluster,
+) -> None:
+    first, second = drill.ready_pods(2)
+    kube = _writer(drill)
+    try:
+        # Dry run: accepted, nothing changes.
+        asyncio.run(kube.evict_pod(NS, first.metadata.name, uid=_uid(first), dry_run=True))
+        assert len(drill.ready_pods(2)) == 2
+        asyncio.run(kube.evict_pod(NS, first.metadata.name, uid=_uid(first), dry_run=False))
+        with pytest.raises(BackendError) as refused:
+            asyncio.run(kube.evict_pod(NS, second.metadata.name, uid=_uid(second), dry_run=False))
+    finally:
+        kube.close()
+    assert refused.value.reason == "disruption budget"
+    assert VIOLATION in refused.value.detail
+    assert "The disruption budget vllm needs 1 healthy pods and has 1 currently" in (
+        refused.value.detail
+    )
+    still = drill.core().read_namespaced_pod(second.metadata.name, NS)
+    assert still.metadata.deletion_timestamp is None
+
+
+def test_an_eviction_with_a_stale_uid_is_a_conflict_and_changes_nothing(drill: Cluster) -> None:
+    first, _second = drill.ready_pods(2)
+    kube = _writer(drill)
+    try:
+        with pytest.raises(BackendError) as refused:
+            asyncio.run(kube.evict_pod(NS, first.metadata.name, uid="not-its-uid", dry_run=False))
+    finally:
+        kube.close()
+    assert refused.value.reason == "conflict"
+    assert "does not match the UID in record" in refused.value.detail
+    assert len(drill.ready_pods(2)) == 2
+
+
+def test_the_budget_is_served_with_its_status(drill: Cluster) -> None:
+    from kubernetes import client
+
+    drill.ready_pods(2)
+    policy = client.PolicyV1Api(drill.api)
+    [pdb] = policy.list_namespaced_pod_disruption_budget(NS).items
+    assert pdb.spec is not None and pdb.spec.max_unavailable == 1
+    status = pdb.status
+    assert status is not None
+    assert (status.current_healthy, status.desired_healthy) == (2, 1)
+    assert status.disruptions_allowed == 1
+    one = policy.read_namespaced_pod_disruption_budget("vllm", NS).status
+    assert one is not None and one.expected_pods == 2
+
+
+def test_self_subject_review_names_each_kubeconfig_user(drill: Cluster) -> None:
+    from oncall.backends.identity import kube_identity
+
+    names = []
+    for context in (None, PEER_CONTEXT, "oncall-drill-readonly"):
+        kube = _writer(drill, context)
+        try:
+            names.append(asyncio.run(kube_identity(kube)).username)
+        finally:
+            kube.close()
+    assert names == ["oncall-operator", "oncall-peer", "system:serviceaccount:ai:oncall-readonly"]
