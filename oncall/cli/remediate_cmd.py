@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from oncall.errors import EXIT_FOUND, EXIT_OK
 from oncall.model.action_params import ACTION_PARAMS, ActionParams
-from oncall.model.write_path import GuardVerdict, Preview
+from oncall.model.write_path import GuardVerdict, Preview, render_preview
 
 #: Every action `oncall remediate` runs, by name (the registry's: oncall/model/action_params.py).
 ACTIONS = tuple(ACTION_PARAMS)
@@ -90,34 +90,50 @@ def params_of(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
 
 
-def _show(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
-def render_preview(preview: Preview) -> str:
-    plan = preview.plan
-    lines = [
-        f"{plan.action} {plan.target.label}"
-        + (f" (UID {plan.target.uid})" if plan.target.uid else ""),
-        f"  before:  {plan.before}",
-        f"  after:   {plan.after}",
-        f"  request: {_show(plan.request)}",
-        f"  dry run: {_show(preview.dry_run)}",
-        "  guards:",
-    ]
-    lines += [
-        f"    {'ok     ' if v.ok else 'REFUSED'} {v.guard}: {v.reason}" for v in preview.verdicts
-    ]
-    return "\n".join(lines)
+def _is_terminal(stream: Any) -> bool:
+    # A closed stdin (`<&-`) leaves sys.stdin None, or a closed file: not a terminal.
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (ValueError, OSError):
+        return False
 
 
 def terminal_verdict() -> GuardVerdict:
-    if sys.stdin.isatty() and sys.stdout.isatty():
+    if _is_terminal(sys.stdin) and _is_terminal(sys.stdout):
         return GuardVerdict("terminal", True, "a person can answer on this terminal", {})
     return GuardVerdict(
         "terminal", False,
         "a typed confirmation needs a terminal (stdin and stdout); nothing was changed", {},
     )  # fmt: skip
+
+
+def flush_type_ahead() -> None:
+    """Discard what was typed before now: the answer must come after the preview is on screen.
+
+    `tcdrain` waits until the preview has been written to the terminal; `tcflush(TCIFLUSH)`
+    then drops every key pressed (or pasted, or piped through `script`) before that moment.
+    """
+    import termios
+
+    with contextlib.suppress(OSError, ValueError, termios.error):
+        termios.tcdrain(sys.stdout.fileno())
+    with contextlib.suppress(OSError, ValueError, termios.error):
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+
+
+async def ask_typed(word: str) -> bool:
+    """Ask the person on the terminal to type `word`; True only for exactly that."""
+    prompt = (
+        f"Type the target's name ({word}) to confirm, anything else to cancel: "
+        if word != "yes"
+        else "Type yes to confirm, anything else to cancel: "
+    )
+    flush_type_ahead()
+    try:
+        answer = await asyncio.to_thread(input, prompt)
+    except (EOFError, RuntimeError):  # RuntimeError: input() lost sys.stdin
+        return False
+    return str(answer).strip() == word
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,17 +163,7 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
             if args.dry_run:
                 print("--dry-run: nothing was changed")
                 return False
-            word = str(preview.plan.confirm_word)
-            prompt = (
-                f"Type the target's name ({word}) to confirm, anything else to cancel: "
-                if word != "yes"
-                else "Type yes to confirm, anything else to cancel: "
-            )
-            try:
-                answer = await asyncio.to_thread(input, prompt)
-            except EOFError:
-                return False
-            return str(answer).strip() == word
+            return await ask_typed(str(preview.plan.confirm_word))
 
         extra = [] if args.dry_run else [terminal_verdict()]
         outcome = await r.run(plan, confirm, progress=lambda text: print(f"  … {text}", flush=True),
@@ -180,12 +186,23 @@ def run_approve(args: argparse.Namespace) -> int:
     from oncall.cli.config_cmd import load_from_args
 
     settings = load_from_args(args).settings
-    return asyncio.run(_approve(settings, args.action_id))
+    return asyncio.run(_approve(settings, args))
 
 
-async def _approve(settings: Any, action_id: str) -> int:
+async def _approve(settings: Any, args: argparse.Namespace) -> int:
+    """The second person: shown the requester's preview, types its word on a terminal."""
     from oncall.service.remediation import approve
 
-    verdict = await approve(settings, action_id)
+    async def confirm(preview: str, word: str) -> bool:
+        print("Approving another person's action:", flush=True)
+        print(preview, flush=True)
+        terminal = terminal_verdict()
+        if not terminal.ok:
+            print(f"refused (terminal): {terminal.reason}", file=sys.stderr)
+            return False
+        return await ask_typed(word)
+
+    read_only = bool(getattr(args, "read_only", False))
+    verdict = await approve(settings, args.action_id, confirm, read_only_flag=read_only)
     print(f"{'approved' if verdict.ok else 'refused'}: {verdict.reason}")
     return EXIT_OK if verdict.ok else EXIT_FOUND

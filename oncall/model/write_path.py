@@ -13,6 +13,7 @@ importing the Kubernetes and Redis writers, the guards or the audit log.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -185,3 +186,25 @@ class RemediationResult:
 Confirm = Callable[[Preview], Awaitable[bool]]
 #: Shows one line of what a running action is doing.
 Progress = Callable[[str], None]
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def render_preview(preview: Preview) -> str:
+    """The preview as text: what the CLI prints and the two-person approver is shown."""
+    plan = preview.plan
+    lines = [
+        f"{plan.action} {plan.target.label}"
+        + (f" (UID {plan.target.uid})" if plan.target.uid else ""),
+        f"  before:  {plan.before}",
+        f"  after:   {plan.after}",
+        f"  request: {_show(plan.request)}",
+        f"  dry run: {_show(preview.dry_run)}",
+        "  guards:",
+    ]
+    lines += [
+        f"    {'ok     ' if v.ok else 'REFUSED'} {v.guard}: {v.reason}" for v in preview.verdicts
+    ]
+    return "\n".join(lines)

@@ -32,6 +32,7 @@ from oncall.audit.log import AuditLog
 from oncall.audit.records import AuditError, actor_now, new_action_id, secrets_of
 from oncall.backends.identity import kube_identity
 from oncall.errors import BackendError
+from oncall.model.action_params import ACTION_PARAMS
 from oncall.model.write_path import (
     Confirm,
     GuardVerdict,
@@ -40,6 +41,7 @@ from oncall.model.write_path import (
     Plan,
     Preview,
     Progress,
+    render_preview,
 )
 from oncall.remediation import registry
 from oncall.remediation.action import PlanError
@@ -51,6 +53,10 @@ from oncall.remediation.policy import APPROVAL_TIMEOUT_S, Guards
 from oncall.settings import Settings
 
 MIRROR_TIMEOUT_S = 2.0
+
+
+#: The approver's typed confirmation: shown the requester's preview and the word to type.
+ApprovalConfirm = Callable[[str, str], Awaitable[bool]]
 
 
 class Log(Protocol):
@@ -261,8 +267,10 @@ class Remediator:
         if self.guards.two_person.required(plan.action):
             try:
                 await self.guards.two_person.request(
-                    run.action_id, plan.action, plan.target.label, self.holder
-                )
+                    run.action_id, plan.action, plan.target.label, self.person,
+                    preview=render_preview(preview), confirm_word=plan.confirm_word,
+                    target_json=json.dumps(plan.target.as_dict()),
+                )  # fmt: skip
             except BackendError as exc:
                 verdict = GuardVerdict("two-person", False, f"cannot ask for approval: {exc}", {})
                 return await self._refuse(run, verdict)
@@ -304,9 +312,58 @@ class Remediator:
             raise PlanError(f"{proposed.get('action')} cannot be rolled back (no previous value)")
         return await self.plan(str(proposed["action"]), dict(undo))
 
-    async def approve(self, action_id: str) -> GuardVerdict:
-        """Approve another operator's pending two-person action as this operator."""
-        return await self.guards.two_person.approve(action_id, self.holder)
+    @property
+    def person(self) -> str:
+        """Who this operator is for the two-person rule: the authenticated identity @ host."""
+        who = self.kube_user or f"unauthenticated:{self.actor['user']}"
+        return f"{who}@{self.actor['host']}"
+
+    async def approve(self, action_id: str, confirm: ApprovalConfirm) -> GuardVerdict:
+        """Approve another person's pending two-person action as this operator.
+
+        Refused in read-only mode, without an authenticated identity (SelfSubjectReview), for
+        the requester's own identity, once the requester is gone, and unless `confirm` (shown
+        the requester's preview and the word to type) returns True. Audited in this log too.
+        """
+        await self.identify()
+        request, refused = await self.guards.two_person.pending(action_id, self.person)
+        if refused is None:
+            read_only = read_only_guard(self.settings, flag=self.read_only_flag)
+            refused = read_only if not read_only.ok else None
+        if refused is None and self.kube_user is None:
+            why = self.actor.get("kube_error") or "SelfSubjectReview gave no username"
+            reason = f"an approval needs an identity authenticated by Kubernetes: {why}"
+            refused = GuardVerdict("two-person", False, reason, {})
+        if refused is None and not await confirm(
+            request.get("preview", ""), request.get("confirm_word", "yes")
+        ):
+            refused = GuardVerdict("two-person", False, "not confirmed: nothing was approved", {})
+        verdict = refused or await self.guards.two_person.approve(action_id, self.person)
+        await self._approval_record(action_id, request, verdict)
+        return verdict
+
+    async def _approval_record(
+        self, action_id: str, request: dict[str, str], verdict: GuardVerdict
+    ) -> None:
+        """The approver's own record of approving (or being refused) another's action."""
+        try:
+            target = json.loads(request.get("target_json") or "{}")
+        except ValueError:
+            target = {}
+        fields: dict[str, Any] = {"guard": verdict.guard, "outcome": verdict.reason}
+        if verdict.ok:
+            fields = {}
+        action = request.get("action")
+        await asyncio.to_thread(
+            self.log.append,
+            action_id=action_id,
+            transition="approved" if verdict.ok else "refused",
+            action=action if action in ACTION_PARAMS else None,
+            target=target or {"label": request.get("target")},
+            actor=self.actor,
+            detail={"approval_of": request.get("requester"), "approver": self.person},
+            **fields,
+        )
 
     async def _execute(self, run: _Run, say: Progress) -> Outcome:
         plan = run.plan

@@ -1,14 +1,13 @@
 """The guards an action passes before it runs (DESIGN §3 write path, §4 Remediations).
 
-Read-only mode, a per-target rate limit, a global circuit breaker and a two-person rule. The
-last three keep their state in Redis, so they survive a restart of oncall and hold across every
-operator pointed at the same Redis:
+Read-only mode, a per-target rate limit and a global circuit breaker (the two-person rule is in
+oncall/remediation/two_person.py). The last two keep their state in Redis, so they survive a
+restart of oncall and hold across every operator pointed at the same Redis:
 
     oncall:guard:rate:<target>      sorted set, one member per action STARTED, scored by time
     oncall:guard:breaker:failures   sorted set, one member per failed action (any target)
     oncall:guard:breaker:open       JSON {opened_at, cooldown_s, failures, targets}, TTL cooldown
-    oncall:approval:<action_id>     hash {requester, action, target, requested_at, expires_at,
-                                    approved_by}, TTL the two-person timeout
+    oncall:approval:<action_id>     the two-person rule's requests: oncall/remediation/two_person.py
 
 `redis-cli ZRANGE oncall:guard:rate:<target> 0 -1 WITHSCORES`, `redis-cli GET
 oncall:guard:breaker:open` and `redis-cli HGETALL oncall:approval:<id>` show them.
@@ -29,12 +28,11 @@ same instant are kept apart by the per-target Kubernetes Lease, not by these cou
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from oncall.backends.redis import RedisClient
@@ -251,139 +249,3 @@ def _failure_target(member: str) -> str:
         return str(json.loads(member)["target"])
     except (ValueError, KeyError, TypeError):
         return ""
-
-
-def _person(actor: str) -> str:
-    # Actors are "user@host": the same user on two hosts is still one person.
-    user, at, _host = actor.rpartition("@")
-    return (user if at else actor).casefold()
-
-
-class TwoPersonRule:
-    """Actions named in `actions` need a second person's approval before they run.
-
-    The requester stores a pending request under the action's id; another operator (another
-    user, from any host) approves that id; the requester's `wait` polls until then.
-    """
-
-    guard = "two-person"
-
-    def __init__(
-        self,
-        client: RedisClient,
-        writer: RedisWriter,
-        *,
-        actions: Iterable[str],
-        timeout_s: float,
-        prefix: str = APPROVAL_PREFIX,
-        clock: Clock = time.time,
-        poll_s: float = 0.2,
-    ) -> None:
-        self._client = client
-        self._writer = writer
-        self.actions = frozenset(actions)
-        self.timeout_s = timeout_s
-        self.prefix = prefix
-        self._clock = clock
-        self.poll_s = poll_s
-
-    def key(self, action_id: str) -> str:
-        return f"{self.prefix}:{action_id}"
-
-    def required(self, action: str) -> bool:
-        """Whether policy requires a second person for this action."""
-        return action in self.actions
-
-    async def request(self, action_id: str, action: str, target: str, requester: str) -> None:
-        """Store a pending request, expiring after `timeout_s`. Raises BackendError."""
-        now = self._clock()
-        fields = {
-            "requester": requester,
-            "action": action,
-            "target": target,
-            "requested_at": repr(now),
-            "expires_at": repr(now + self.timeout_s),
-        }
-        await self._writer.replace_hash(self.key(action_id), fields, expire_s=self.timeout_s)
-
-    def _missing(self, action_id: str) -> GuardVerdict:
-        reason = f"no pending approval request {action_id} (never made, or expired)"
-        return GuardVerdict(self.guard, False, reason, {"action_id": action_id})
-
-    def _not_pending(self, action_id: str, request: dict[str, str]) -> GuardVerdict | None:
-        """The refusal when `request` cannot be approved (any more); None when it can."""
-        if not request:
-            return self._missing(action_id)
-        detail: dict[str, Any] = {"action_id": action_id, **request}
-        if "approved_by" in request:
-            reason = (
-                f"approval request {action_id} was already approved by {request['approved_by']}"
-            )
-            return GuardVerdict(self.guard, False, reason, detail)
-        if self._clock() >= float(request.get("expires_at", "0")):
-            reason = f"approval request {action_id} expired"
-            return GuardVerdict(self.guard, False, reason, detail)
-        return None
-
-    async def approve(self, action_id: str, approver: str) -> GuardVerdict:
-        """Approve a pending request as `approver`; refused for the requester themself."""
-        key = self.key(action_id)
-        try:
-            request = await self._client.hgetall(key)
-            refused = self._not_pending(action_id, request)
-            if refused is not None:
-                return refused
-            detail: dict[str, Any] = {"action_id": action_id, **request, "approver": approver}
-            if _person(approver) == _person(request.get("requester", "")):
-                reason = f"self-approval is refused: {request['requester']} requested this action"
-                return GuardVerdict(self.guard, False, reason, detail)
-            if not await self._writer.claim_field(key, "approved_by", approver):
-                # It changed between our read and EXEC: approved by another, or expired.
-                request = await self._client.hgetall(key)
-                return self._not_pending(action_id, request) or self._missing(action_id)
-        except (BackendError, KeyError, ValueError) as exc:
-            return self._broken(exc)
-        reason = f"{request['action']} on {request['target']} approved by {approver}"
-        return GuardVerdict(self.guard, True, reason, detail)
-
-    async def wait(self, action_id: str, *, timeout_s: float | None = None) -> GuardVerdict:
-        """Poll (every `poll_s`) until the request is approved, or refuse after `timeout_s`.
-
-        The bound is on the event loop's monotonic clock; one poll is itself bounded by the
-        Redis timeout. On timeout the request is withdrawn, so a late approval cannot count.
-        """
-        limit = self.timeout_s if timeout_s is None else timeout_s
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit
-        key = self.key(action_id)
-        try:
-            while True:
-                request = await self._client.hgetall(key)
-                if "approved_by" in request:
-                    approver = request["approved_by"]
-                    detail = {"action_id": action_id, **request, "approver": approver}
-                    return GuardVerdict(self.guard, True, f"approved by {approver}", detail)
-                if not request:
-                    return self._missing(action_id)
-                lifetime = float(request["expires_at"]) - float(request["requested_at"])
-                expired = self._clock() >= float(request["expires_at"])
-                left = deadline - loop.time()
-                if expired or left <= 0:
-                    break
-                await asyncio.sleep(min(self.poll_s, left))
-            await self._writer.delete(key)
-        except (BackendError, KeyError, ValueError) as exc:
-            return self._broken(exc)
-        reason = f"no second person approved within {format_duration(limit)}"
-        if expired:
-            reason = (
-                f"no second person approved within {format_duration(lifetime)} (request expired)"
-            )
-        return GuardVerdict(self.guard, False, reason, {"action_id": action_id, **request})
-
-    def _broken(self, exc: Exception) -> GuardVerdict:
-        if isinstance(exc, BackendError):
-            return _unavailable(self.guard, exc)
-        # A request whose fields are missing or do not parse was not written by us: refuse it.
-        reason = f"approval request unreadable: {type(exc).__name__} {exc}"
-        return GuardVerdict(self.guard, False, reason, {})

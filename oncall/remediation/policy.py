@@ -11,7 +11,8 @@ from typing import Protocol
 
 from oncall.model.write_path import GuardVerdict
 from oncall.remediation.clients import Clients
-from oncall.remediation.guards import CircuitBreaker, RateLimit, TwoPersonRule
+from oncall.remediation.guards import CircuitBreaker, RateLimit
+from oncall.remediation.two_person import TwoPersonRule
 from oncall.settings import Settings
 
 APPROVAL_TIMEOUT_S = 120.0
@@ -34,7 +35,13 @@ class BreakerGuard(Protocol):
 class ApprovalGuard(Protocol):
     def required(self, action: str) -> bool: ...
 
-    async def request(self, action_id: str, action: str, target: str, requester: str) -> None: ...
+    async def request(
+        self, action_id: str, action: str, target: str, requester: str, **shown: str
+    ) -> None: ...
+
+    async def pending(
+        self, action_id: str, approver: str
+    ) -> tuple[dict[str, str], GuardVerdict | None]: ...
 
     async def wait(self, action_id: str, *, timeout_s: float | None = None) -> GuardVerdict: ...
 

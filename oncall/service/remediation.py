@@ -96,10 +96,17 @@ async def open_remediator(
         yield r
 
 
-async def approve(settings: Settings, action_id: str) -> GuardVerdict:
-    """Approve another person's pending two-person action as the operator running this."""
-    async with open_remediator(settings) as remediator:
-        return await remediator.approve(action_id)
+#: The approver's typed confirmation: shown the requester's preview and the word to type.
+ApprovalConfirm = Callable[[str, str], Awaitable[bool]]
+
+
+async def approve(
+    settings: Settings, action_id: str, confirm: ApprovalConfirm, *, read_only_flag: bool = False
+) -> GuardVerdict:
+    """Approve another person's pending two-person action as the operator running this: as
+    the identity Kubernetes authenticates, after `confirm` on the requester's preview."""
+    async with open_remediator(settings, read_only_flag=read_only_flag) as remediator:
+        return await remediator.approve(action_id, confirm)
 
 
 class LiveRemediations:

@@ -86,8 +86,15 @@ class FakeTwoPerson:
     def required(self, action: str) -> bool:
         return action in self.actions
 
-    async def request(self, action_id: str, action: str, target: str, requester: str) -> None:
+    async def request(
+        self, action_id: str, action: str, target: str, requester: str, **shown: str
+    ) -> None:
         self.requests.append(action_id)
+
+    async def pending(
+        self, action_id: str, approver: str
+    ) -> tuple[dict[str, str], GuardVerdict | None]:
+        return {"action": "set-note", "target": "note", "preview": "p", "confirm_word": "yes"}, None
 
     async def wait(self, action_id: str, *, timeout_s: float | None = None) -> GuardVerdict:
         if self.approver is None:

@@ -18,7 +18,8 @@ from oncall.backends.redis import RedisClient
 from oncall.backends.redis_write import RedisWriter
 from oncall.errors import BackendError
 from oncall.model.write_path import GuardVerdict
-from oncall.remediation.guards import CircuitBreaker, RateLimit, TwoPersonRule, read_only_guard
+from oncall.remediation.guards import CircuitBreaker, RateLimit, read_only_guard
+from oncall.remediation.two_person import TwoPersonRule
 from oncall.settings.model import Settings
 from tests.harness.faults import refused_port, silent_listener
 from tests.harness.servers import RunningServer

@@ -1,0 +1,198 @@
+"""Threat: one person meets the two-person rule alone (issue 12, item 1).
+
+Against the drill's Kubernetes API (SelfSubjectReview) and a real redis-server: the identity
+that counts is the Kubernetes username, so `USER=mallory` on the requester's own kubeconfig is
+still the requester; an approval needs a terminal and a typed confirmation of the requester's
+preview, is refused in read-only mode, is audited in the approver's log too, and dies with
+its requester's process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from oncall.drill.kube_sim import KubeSim
+from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
+from oncall.remediation.executor import Remediator
+from oncall.settings import Settings
+from tests.drill.kube.conftest import NS, Cluster, start_cluster
+from tests.harness.servers import RunningServer, redis_server
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[Cluster]:
+    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    server: RunningServer
+    with redis_server(tmp_path / "redis") as server:
+        yield server.url
+
+
+def _config(tmp: Path, cluster: Cluster, redis_url: str, name: str, context: str | None) -> Path:
+    doc: dict[str, Any] = {
+        "kubernetes": {"kubeconfig": str(cluster.kubeconfig), "namespace": NS},
+        "redis": {"url": redis_url},
+        "audit": {"path": str(tmp / f"{name}.jsonl"), "kube_events": False},
+        "guards": {"two_person": ["rebuild-pod"]},
+    }
+    if context:
+        doc["kubernetes"]["context"] = context
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _settings(path: Path) -> Settings:
+    from oncall.settings import load_settings
+
+    return load_settings(config=path).settings
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+async def _request(requester: Remediator, pod: str) -> tuple[str, asyncio.Task[Any]]:
+    """The requester plans a rebuild, asks for approval and waits (its heartbeat running)."""
+    await requester.identify()
+    plan = await requester.plan("rebuild-pod", {"pod": pod})
+    preview = await requester.preview(plan)
+    action_id = "req-" + os.urandom(4).hex()
+    rule = requester.guards.two_person
+    await rule.request(action_id, plan.action, plan.target.label, requester.person,
+                       preview="PREVIEW " + plan.summary, confirm_word=pod,
+                       target_json=json.dumps(plan.target.as_dict()))  # fmt: skip
+    assert preview.plan is plan
+    return action_id, asyncio.ensure_future(rule.wait(action_id, timeout_s=30))
+
+
+async def test_a_spoofed_user_on_the_requesters_credentials_is_the_requester(
+    drill: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    pod = drill.ready_pods(2)[0].metadata.name
+    me = _config(tmp_path, drill, redis_url, "requester", None)
+    async with Remediator.from_settings(_settings(me)) as requester:
+        action_id, waiting = await _request(requester, pod)
+        try:
+            # mallory: another $USER, another process, the same kubeconfig user.
+            env = {**os.environ, "USER": "mallory", "LOGNAME": "mallory"}
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "oncall", "--config", str(me), "remediate", "approve",
+                action_id, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+            out, _ = await asyncio.wait_for(proc.communicate(), 60)
+            assert proc.returncode == 1, out
+            text = out.decode()
+            assert "refused: self-approval is refused: oncall-operator@" in text
+            assert not waiting.done()
+        finally:
+            waiting.cancel()
+    refused = [r for r in _records(tmp_path / "requester.jsonl") if r["transition"] == "refused"]
+    assert refused and refused[-1]["guard"] == "two-person"
+    assert refused[-1]["actor"]["display_user"] == "mallory"
+    assert refused[-1]["actor"]["kube_user"] == "oncall-operator"
+
+
+async def test_another_identity_without_a_terminal_is_refused_and_audited(
+    drill: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    pod = drill.ready_pods(2)[0].metadata.name
+    me = _config(tmp_path, drill, redis_url, "requester", None)
+    peer = _config(tmp_path, drill, redis_url, "peer", PEER_CONTEXT)
+    async with Remediator.from_settings(_settings(me)) as requester:
+        action_id, waiting = await _request(requester, pod)
+        try:
+            for extra in (["--read-only"], []):
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "oncall", "--config", str(peer), "remediate", "approve",
+                    action_id, *extra, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                )  # fmt: skip
+                out, _ = await asyncio.wait_for(proc.communicate(), 60)
+                assert proc.returncode == 1, out
+                if extra:
+                    assert "refused: read-only" in out.decode() or "read-only" in out.decode()
+                else:
+                    assert "a typed confirmation needs a terminal" in out.decode()
+                    assert "PREVIEW rebuild-pod" in out.decode()
+            assert not waiting.done()
+        finally:
+            waiting.cancel()
+    peer_log = _records(tmp_path / "peer.jsonl")
+    assert [r["transition"] for r in peer_log] == ["refused", "refused"]
+    assert {r["actor"]["kube_user"] for r in peer_log} == {"oncall-peer"}
+    assert [r["guard"] for r in peer_log] == ["read-only", "two-person"]
+
+
+async def test_another_identity_confirming_approves_and_both_logs_say_so(
+    drill: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    pod = drill.ready_pods(2)[0].metadata.name
+    me = _config(tmp_path, drill, redis_url, "requester", None)
+    peer = _config(tmp_path, drill, redis_url, "peer", PEER_CONTEXT)
+    shown: list[tuple[str, str]] = []
+
+    async def typed(preview: str, word: str) -> bool:
+        shown.append((preview, word))
+        return True
+
+    async with (
+        Remediator.from_settings(_settings(me)) as requester,
+        Remediator.from_settings(_settings(peer)) as approver,
+    ):
+        action_id, waiting = await _request(requester, pod)
+        verdict = await approver.approve(action_id, typed)
+        waited = await waiting
+    assert verdict.ok, verdict
+    assert waited.ok and waited.detail["approver"].startswith("oncall-peer@")
+    assert shown and shown[0][0].startswith("PREVIEW rebuild-pod") and shown[0][1] == pod
+    [record] = _records(tmp_path / "peer.jsonl")
+    assert record["transition"] == "approved" and record["action_id"] == action_id
+    assert record["detail"]["approval_of"].startswith("oncall-operator@")
+
+
+async def test_a_request_dies_with_its_requester(
+    drill: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    pod = drill.ready_pods(2)[0].metadata.name
+    me = _config(tmp_path, drill, redis_url, "requester", None)
+    peer = _config(tmp_path, drill, redis_url, "peer", PEER_CONTEXT)
+    # The requester is a real process that asks, then ends (killed, or the terminal closed).
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from oncall.settings import load_settings\n"
+        "from oncall.remediation.executor import Remediator\n"
+        "async def main():\n"
+        "    s = load_settings(config=Path(sys.argv[1])).settings\n"
+        "    async with Remediator.from_settings(s) as r:\n"
+        "        await r.identify()\n"
+        "        await r.guards.two_person.request('dead-1', 'rebuild-pod', sys.argv[2], r.person,"
+        " preview='P', confirm_word=sys.argv[2])\n"
+        "asyncio.run(main())\n"
+    )
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(me), pod)
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+
+    async def typed(_preview: str, _word: str) -> bool:
+        return True
+
+    async with Remediator.from_settings(_settings(peer)) as approver:
+        verdict = await approver.approve("dead-1", typed)
+    assert not verdict.ok
+    assert "the request died: the requesting process" in verdict.reason
+    assert "has ended" in verdict.reason
