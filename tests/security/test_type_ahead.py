@@ -1,0 +1,110 @@
+"""Threat: an answer typed (or piped through `script`) before the preview confirms it (issue 12,
+item 7). The confirmation word is in the terminal's input buffer before oncall has printed
+anything; pending input is flushed once the preview is on screen, so it does not count: the
+person's next input (here: end of input) declines, and nothing changes.
+
+On a real pseudo-terminal (tests/harness/terminal.py's way), against the drill's Kubernetes
+API (Leases) and a real redis-server (the degradation key and the guards).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+
+from oncall.drill.kube_sim import KubeSim
+from tests.drill.kube.conftest import NS, Cluster, start_cluster
+from tests.harness.servers import RunningServer, redis_server
+
+#: What the confirmation asks to type for the degradation level (the Redis key's name).
+WORD = "ai-gateway:degradation-level"
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[Cluster]:
+    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    server: RunningServer
+    with redis_server(tmp_path / "redis") as server:
+        yield server.url
+
+
+def _typed_ahead(args: list[str], early: bytes, timeout: float = 60.0) -> tuple[int, str]:
+    """Run oncall on a pty with `early` already typed; at the prompt, end the input (Ctrl-D)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
+    master, slave = os.openpty()
+    os.write(master, early)  # in the terminal's input buffer before the process even starts
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oncall", *args],
+        stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+    )  # fmt: skip
+    os.close(slave)
+    output, answered = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                output += chunk
+            elif proc.poll() is not None:
+                break
+            if not answered and b"to confirm" in output:
+                os.write(master, b"\x04")  # the person types nothing: end of input
+                answered = True
+        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        with contextlib.suppress(OSError):
+            os.close(master)
+    return code, output.decode("utf-8", "replace")
+
+
+def test_an_answer_typed_before_the_preview_does_not_confirm(
+    drill: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    config = tmp_path / "oncall.yaml"
+    config.write_text(yaml.safe_dump({
+        "kubernetes": {"kubeconfig": str(drill.kubeconfig), "namespace": NS},
+        "redis": {"url": redis_url},
+        "audit": {"path": str(audit), "kube_events": False},
+    }))  # fmt: skip
+    with redis.Redis.from_url(redis_url, decode_responses=True) as client:
+        before = {k: client.get(k) for k in client.keys("*")}
+    code, output = _typed_ahead(
+        ["--config", str(config), "remediate", "set-degradation-level", "2"], f"{WORD}\n".encode()
+    )
+    assert code == 1, output
+    assert f"Type the target's name ({WORD}) to confirm" in output, output  # the word typed
+    assert "declined" in output, output
+    with redis.Redis.from_url(redis_url, decode_responses=True) as client:
+        after = {k: client.get(k) for k in client.keys("*") if client.type(k) == "string"}
+    assert {k: v for k, v in after.items() if k in before} == {
+        k: v for k, v in before.items() if k in after
+    }
+    assert "2" not in [v for k, v in after.items() if "degrad" in k]
+    transitions = [json.loads(line)["transition"] for line in audit.read_text().splitlines()]
+    assert transitions == ["proposed", "declined"]
