@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from oncall.errors import EXIT_FOUND, EXIT_OK
-from oncall.model.action_params import ACTION_PARAMS, ActionParams
+from oncall.model.action_params import ACTION_PARAMS, ActionParams, ascii_int
 from oncall.model.write_path import GuardVerdict, Preview, render_preview
 
 #: Every action `oncall remediate` runs, by name (the registry's: oncall/model/action_params.py).
@@ -64,7 +64,7 @@ def _action_parser(sub: Any, name: str, model: type[ActionParams]) -> Any:
     for field_name, info in model.model_fields.items():
         kwargs: dict[str, Any] = {"help": info.description}
         if info.annotation is int:
-            kwargs["type"] = int
+            kwargs["type"] = _int_argument
             low, high = _bounds(info.metadata)
             if low is not None and high is not None and high - low < 10:
                 kwargs["choices"] = range(low, high + 1)
@@ -73,6 +73,14 @@ def _action_parser(sub: Any, name: str, model: type[ActionParams]) -> Any:
         else:
             action.add_argument(f"--{field_name.replace('_', '-')}", dest=field_name, **kwargs)
     return action
+
+
+def _int_argument(text: str) -> int:
+    # argparse's int() reads any Unicode digit ("٣" → 3): ASCII digits only, a usage error else.
+    try:
+        return ascii_int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _first_line(doc: str | None) -> str:

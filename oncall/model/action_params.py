@@ -17,9 +17,23 @@ proposal is made (after the template is evaluated), the key names when the runbo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import re
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: What a number may look like when given as text: ASCII digits only. Python's int() and
+#: pydantic read every Unicode decimal digit (`int("٣") == 3`): a level typed in Arabic-Indic
+#: digits, or a look-alike pasted from a chat, must not become a level.
+ASCII_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def ascii_int(value: str) -> int:
+    """`int(value)` for ASCII digits only; ValueError for anything else (`٣`, `3.0`, `0x3`)."""
+    text = value.strip()
+    if not ASCII_INT.fullmatch(text):
+        raise ValueError(f"not a number: {value!r} (digits 0-9 only)")
+    return int(text)
 
 
 class ActionParams(BaseModel):
@@ -27,9 +41,17 @@ class ActionParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _ascii_numbers(cls, value: Any, info: Any) -> Any:
+        field = cls.model_fields.get(info.field_name)
+        if isinstance(value, str) and field is not None and field.annotation is int:
+            return ascii_int(value)
+        return value
+
 
 class RebuildPodParams(ActionParams):
-    """Delete one pod with a UID precondition; its controller creates a replacement."""
+    """Evict one pod (UID precondition, PDBs honoured); its controller creates a replacement."""
 
     pod: str = Field(min_length=1, description="Pod name.")
     namespace: str | None = Field(None, description="Namespace; default: kubernetes.namespace.")

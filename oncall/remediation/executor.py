@@ -69,6 +69,8 @@ class Log(Protocol):
 
     def records(self) -> Iterator[dict[str, Any]]: ...
 
+    def verify(self) -> Any: ...  # a report with `ok` and `problems` (oncall.audit.chain)
+
 
 @dataclass
 class _Run:
@@ -298,7 +300,18 @@ class Remediator:
         return done
 
     async def rollback_plan(self, action_id: str) -> Plan:
-        """The plan that undoes a verified action: the same action back to the old value."""
+        """The plan that undoes a verified action: the same action back to the old value.
+
+        Only from a log whose hash chain verifies: a record edited to say another "old value"
+        must not become a change to production.
+        """
+        report = await asyncio.to_thread(self.log.verify)
+        if not report.ok:
+            problems = "; ".join(str(p) for p in report.problems[:3])
+            raise PlanError(
+                f"the audit log {self.log.path} does not verify ({problems}): rollback refused; "
+                "see `oncall audit verify`"
+            )
         records = [r for r in self.log.records() if r.get("action_id") == action_id]
         proposed = next((r for r in records if r.get("transition") == "proposed"), None)
         if proposed is None:

@@ -195,6 +195,18 @@ class GuardsSettings(Section):
         default_factory=list, description="Actions that need a second person's approval."
     )
 
+    @field_validator("two_person")
+    @classmethod
+    def _known_actions(cls, names: list[str]) -> list[str]:
+        # A typo ("set-degradation-levl") would silently never apply: name the real actions.
+        from oncall.model.action_params import ACTION_PARAMS
+
+        unknown = [n for n in names if n not in ACTION_PARAMS]
+        if unknown:
+            known = ", ".join(ACTION_PARAMS)
+            raise ValueError(f"unknown action(s) {', '.join(unknown)}; the actions are: {known}")
+        return names
+
 
 class LimitsSettings(Section):
     """Bounds on what oncall reads, against careless and hostile files (README: threat model).

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -40,6 +41,13 @@ class FakeLog:
 
     def records(self) -> Iterator[dict[str, Any]]:
         return iter(list(self.lines))
+
+    #: What `verify` reports: None is a chain that verifies.
+    broken: str | None = None
+
+    def verify(self) -> Any:
+        problems = [self.broken] if self.broken else []
+        return SimpleNamespace(ok=not problems, problems=problems)
 
     def transitions(self) -> list[str]:
         return [r["transition"] for r in self.lines]

@@ -108,3 +108,27 @@ def test_an_answer_typed_before_the_preview_does_not_confirm(
     assert "2" not in [v for k, v in after.items() if "degrad" in k]
     transitions = [json.loads(line)["transition"] for line in audit.read_text().splitlines()]
     assert transitions == ["proposed", "declined"]
+
+
+def test_a_closed_stdin_is_refused_and_audited_not_a_traceback(
+    drill: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    config = tmp_path / "oncall.yaml"
+    config.write_text(yaml.safe_dump({
+        "kubernetes": {"kubeconfig": str(drill.kubeconfig), "namespace": NS},
+        "redis": {"url": redis_url},
+        "audit": {"path": str(audit), "kube_events": False},
+    }))  # fmt: skip
+    argv = [sys.executable, "-m", "oncall", "--config", str(config),
+            "remediate", "set-degradation-level", "2"]  # fmt: skip
+    # `<&-`: file descriptor 0 closed, as a cron job or a broken wrapper may leave it.
+    result = subprocess.run(
+        ["sh", "-c", 'exec "$@" <&-', "sh", *argv], capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert "refused (terminal)" in result.stdout
+    transitions = [json.loads(line)["transition"] for line in audit.read_text().splitlines()]
+    assert transitions == ["proposed", "refused"]

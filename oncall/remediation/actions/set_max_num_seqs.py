@@ -1,8 +1,11 @@
 """set-max-num-seqs: patch vLLM's `--max-num-seqs` in a Deployment's args; follow the rollout.
 
-Plan: the Deployment, the current value in whatever form its args hold it, and the JSON patch
-(`test` ops on the exact elements, then `replace`; oncall/model/patches.py). The `test` ops are
-the plan's preconditions: the apiserver refuses the whole patch when any of them moved.
+Plan: the Deployment, the current value in whatever form its args hold it, and the JSON patch:
+`test` ops on the Deployment's generation and on the container's whole `command` and `args`
+lists as they were planned, then the `test`/`replace` ops on the exact elements
+(oncall/model/patches.py). The `test` ops are the plan's preconditions: the apiserver refuses
+the whole patch when any of them moved — another arg appended, a new generation — and the
+refusal says what changed.
 
 Command-line equivalents: `kubectl patch deployment NAME --type=json -p OPS --dry-run=server`,
 the patch, `kubectl rollout status deployment NAME`, and the new pods' args.
@@ -33,11 +36,12 @@ class SetMaxNumSeqs(Action[SetMaxNumSeqsParams]):
         deployment = await kube.get_deployment(namespace, params.deployment)
         try:
             ops = max_num_seqs_patch(deployment, params.container, params.value)
-            _, container = find_container(deployment, params.container)
+            index, container = find_container(deployment, params.container)
         except ValueError as exc:
             raise PlanError(f"set-max-num-seqs on {namespace}/{params.deployment}: {exc}") from exc
         parsed = parse_max_num_seqs(container.get("command") or [], container.get("args") or [])
         meta = deployment.get("metadata") or {}
+        ops = [*_whole_spec_tests(deployment, index, container), *ops]
         target = Target(
             "Deployment", params.deployment, namespace, meta.get("uid"), meta.get("resourceVersion")
         )
@@ -77,7 +81,8 @@ class SetMaxNumSeqs(Action[SetMaxNumSeqsParams]):
             await self.dry_run(plan, clients)
         except BackendError as exc:
             if exc.reason == "invalid":
-                return "the Deployment's args changed since the preview (the patch's test failed)"
+                what = await _what_changed(plan, clients)
+                return f"the Deployment's args changed since the preview ({what})"
             raise
         return None
 
@@ -119,6 +124,53 @@ class SetMaxNumSeqs(Action[SetMaxNumSeqsParams]):
         if seen and all(v == wanted for v in seen):
             return True, f"rollout complete; {len(seen)} pod(s) run --max-num-seqs {wanted}"
         return False, f"rollout complete but pods run --max-num-seqs {seen}, not {wanted}"
+
+
+def _whole_spec_tests(
+    deployment: dict[str, Any], index: int, container: Any
+) -> list[dict[str, Any]]:
+    """`test` ops on what the element tests alone miss: a new generation (any change to the
+    spec), and the container's whole command and args lists (an arg appended or removed)."""
+    base = f"/spec/template/spec/containers/{index}"
+    tests: list[dict[str, Any]] = []
+    generation = (deployment.get("metadata") or {}).get("generation")
+    if generation is not None:
+        tests.append({"op": "test", "path": "/metadata/generation", "value": generation})
+    for field in ("command", "args"):
+        if field in container:
+            tests.append({"op": "test", "path": f"{base}/{field}", "value": list(container[field])})
+    return tests
+
+
+async def _what_changed(plan: Plan, clients: Clients) -> str:
+    """Each planned `test` value that no longer holds, as `PATH: planned → now`."""
+    kube = await clients.kube_writer()
+    now = await kube.get_deployment(plan.target.namespace or "", plan.target.name)
+    changes = []
+    for pre in plan.preconditions:
+        current = _at(now, pre.what)
+        if current != pre.expected:
+            if isinstance(pre.expected, list) and isinstance(current, list):
+                added = [a for a in current if a not in pre.expected]
+                gone = [a for a in pre.expected if a not in current]
+                parts = [f"added {added}" if added else "", f"removed {gone}" if gone else ""]
+                changes.append(f"{pre.what}: {', '.join(p for p in parts if p) or 'reordered'}")
+            else:
+                changes.append(f"{pre.what}: {pre.expected!r} → {current!r}")
+    return "; ".join(changes) or "the patch's test failed"
+
+
+def _at(obj: Any, pointer: str) -> Any:
+    """The value at a JSON pointer (RFC 6901), None when absent."""
+    for raw in pointer.lstrip("/").split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        elif isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        else:
+            return None
+    return obj
 
 
 def _generation(obj: dict[str, Any]) -> Any:
