@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -419,7 +420,17 @@ class Remediator:
             run, say, "succeeded", outcome=result, duration_s=round(time.monotonic() - started, 3)
         )
         say("executed; verifying")
-        verified, detail = await action.verify(plan, self.clients, result, say)
+        try:
+            verified, detail = await action.verify(plan, self.clients, result, say)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # Ctrl-C (asyncio.run cancels the main task) or the app going away: the change WAS
+            # made; the log must say that verification did not finish, then the interrupt goes on.
+            await self._record_after(
+                run, say, "verified", duration_s=round(time.monotonic() - started, 3),
+                outcome={"ok": False, "interrupted": True,
+                         "detail": "verification interrupted: the change was made, unverified"},
+            )  # fmt: skip
+            raise
         await self._record_after(
             run, say, "verified", outcome={"ok": verified, "detail": detail},
             duration_s=round(time.monotonic() - started, 3),

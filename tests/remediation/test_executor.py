@@ -235,3 +235,18 @@ def test_cancelling_the_caller_before_the_answer_runs_nothing(note: SetNote, wor
     asyncio.run(go())
     assert world.log.transitions() == ["proposed"]
     assert note.store.writes == []
+
+
+async def test_ctrl_c_during_verification_is_in_the_audit(note: SetNote, world: World) -> None:
+    r = world.remediator
+    plan = await r.plan("set-note", {"text": "rollout paused"})
+    note.store.hold_verify = asyncio.Event()  # verification waits, as for a slow rollout
+    task = asyncio.ensure_future(r.run(plan, answer(True, [])))
+    await asyncio.wait_for(note.store.verifying.wait(), 10)
+    task.cancel()  # what asyncio.run does with the main task on Ctrl-C
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert world.log.transitions()[-3:] == ["started", "succeeded", "verified"]
+    last = world.log.lines[-1]
+    assert last["outcome"]["ok"] is False and last["outcome"]["interrupted"] is True
+    assert note.store.writes == [("main", "rollout paused")]  # the change was made

@@ -28,6 +28,7 @@ from tests.drill.stack.remediation_helpers import (
     remediate,
     transitions,
 )
+from tests.harness.terminal import run_on_terminal
 
 
 def pod_uid(drill: Drill, name: str) -> str | None:
@@ -243,20 +244,33 @@ def test_two_person_rule_needs_someone_else(drill: Drill, tmp_path: Path) -> Non
     base = ["--config", str(drill.directory / "oncall.yaml"), "--set", f"audit.path={audit}"]
     approvals: list[tuple[int, str]] = []
 
-    def approve_as(user: str, output: str) -> tuple[int, str]:
-        action_id = output.split("oncall remediate approve ", 1)[1].split(maxsplit=1)[0]
-        env = {"USER": user, "LOGNAME": user}
-        result = run_oncall(*base, "remediate", "approve", action_id, env=env)
-        return result.code, result.stdout
+    def action_id_of(output: str) -> str:
+        return output.split("oncall remediate approve ", 1)[1].split(maxsplit=1)[0]
 
-    def self_then_bob(output: str) -> str:
-        approvals.append(approve_as(os.environ.get("USER", "root"), output))
-        approvals.append(approve_as("bob", output))
+    def word_of(output: str) -> str:
+        # "Type the target's name (WORD) to confirm" or "Type yes to confirm".
+        last = output.rsplit("Type ", 1)[1]
+        return last.split("(", 1)[1].split(")", 1)[0] if last.startswith("the") else "yes"
+
+    def self_then_peer(output: str) -> str:
+        action_id = action_id_of(output)
+        # Another $USER on the requester's own credentials: still the requester.
+        env = {"USER": "mallory", "LOGNAME": "mallory"}
+        own_log = ["--set", f"audit.path={tmp_path / 'mallory.jsonl'}"]
+        spoofed = run_oncall(*base, *own_log, "remediate", "approve", action_id, env=env)
+        approvals.append((spoofed.code, spoofed.stdout))
+        # The peer (another Kubernetes identity), on a terminal, typing the requester's word.
+        peer = run_on_terminal(
+            [*base, "--set", f"audit.path={tmp_path / 'peer.jsonl'}", "--set",
+             "kubernetes.context=oncall-drill-peer", "remediate", "approve", action_id],
+            [("to confirm", word_of)], timeout=60,
+        )  # fmt: skip
+        approvals.append((peer.code, peer.output))
         return ""
 
     answers: list[tuple[str, str | Callable[[str], str]]] = [
-        ("to confirm", "yes"),
-        ("waiting for a second person", self_then_bob),
+        ("to confirm", word_of),
+        ("waiting for a second person", self_then_peer),
     ]
     run = remediate(drill, audit, "set-degradation-level", "1", sets=rule, answers=answers)
     assert approvals[0][0] == 1 and "self-approval is refused" in approvals[0][1], approvals
@@ -270,6 +284,12 @@ def test_two_person_rule_needs_someone_else(drill: Drill, tmp_path: Path) -> Non
         "succeeded",
         "verified",
     ]
-    assert "bob@" in json.dumps(records(audit)[2]["detail"])
+    assert "oncall-peer@" in json.dumps(records(audit)[2]["detail"])
+    # Audited in both logs: each approver's own says what it did about whose request.
+    assert transitions(tmp_path / "mallory.jsonl") == ["refused"]
+    [approval] = records(tmp_path / "peer.jsonl")
+    assert approval["transition"] == "approved"
+    assert approval["actor"]["kube_user"] == "oncall-peer"
+    assert approval["detail"]["approval_of"].startswith("oncall-operator@")
     with redis.Redis.from_url(drill.state["urls"]["redis"], decode_responses=True) as client:
         client.set(key, "0")
