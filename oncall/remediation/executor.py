@@ -27,7 +27,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from oncall.audit.log import AuditLog
 from oncall.audit.records import AuditError, actor_now, new_action_id, secrets_of
@@ -69,6 +69,11 @@ class Log(Protocol):
     def append(self, **fields: Any) -> dict[str, Any]: ...
 
     def records(self) -> Iterator[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class VerifiableLog(Protocol):
+    """A log whose hash chain can be checked (AuditLog): what `rollback_plan` plans from."""
 
     def verify(self) -> Any: ...  # a report with `ok` and `problems` (oncall.audit.chain)
 
@@ -306,6 +311,8 @@ class Remediator:
         Only from a log whose hash chain verifies: a record edited to say another "old value"
         must not become a change to production.
         """
+        if not isinstance(self.log, VerifiableLog):
+            raise PlanError(f"the audit log {self.log.path} cannot be verified: rollback refused")
         report = await asyncio.to_thread(self.log.verify)
         if not report.ok:
             problems = "; ".join(str(p) for p in report.problems[:3])
