@@ -63,6 +63,9 @@ def _action_parser(sub: Any, name: str, model: type[ActionParams]) -> Any:
     action = sub.add_parser(name, help=_first_line(model.__doc__))
     for field_name, info in model.model_fields.items():
         kwargs: dict[str, Any] = {"help": info.description}
+        if info.annotation == bool | None:
+            # A yes/no parameter is a flag (--change-both); unset stays None, out of the params.
+            kwargs.update(action="store_true", default=None)
         if info.annotation is int:
             kwargs["type"] = _int_argument
             low, high = _bounds(info.metadata)

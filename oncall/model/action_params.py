@@ -71,6 +71,11 @@ class SetMaxNumSeqsParams(ActionParams):
     value: int = Field(ge=1, le=65536, description="New --max-num-seqs.")
     container: str | None = Field(None, description="Container; default: the vLLM one.")
     namespace: str | None = Field(None, description="Namespace; default: kubernetes.namespace.")
+    change_both: bool | None = Field(
+        None,
+        description="Also lower --max-num-active-seqs to the new value when it is above it "
+        "(vLLM refuses to start with --max-num-active-seqs above --max-num-seqs).",
+    )
 
 
 ACTION_PARAMS: dict[str, type[ActionParams]] = {

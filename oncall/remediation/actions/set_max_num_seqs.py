@@ -17,9 +17,11 @@ from typing import Any
 
 from oncall.errors import BackendError
 from oncall.model.action_params import SetMaxNumSeqsParams
+from oncall.model.kube_expansion import Env
+from oncall.model.max_num_seqs_rule import change_both_patch, max_num_seqs_change_problems
 from oncall.model.patches import find_container, max_num_seqs_patch
-from oncall.model.vllm_args import parse_max_num_seqs
-from oncall.model.write_path import Plan, Precondition, Target
+from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
+from oncall.model.write_path import GuardVerdict, Plan, Precondition, Target
 from oncall.remediation.action import Action, PlanError, Say
 from oncall.remediation.clients import Clients
 
@@ -35,11 +37,36 @@ class SetMaxNumSeqs(Action[SetMaxNumSeqsParams]):
         kube = await clients.kube_writer()
         deployment = await kube.get_deployment(namespace, params.deployment)
         try:
-            ops = max_num_seqs_patch(deployment, params.container, params.value)
             index, container = find_container(deployment, params.container)
+            env = Env.of_container(container)
+            command, args = container.get("command") or [], container.get("args") or []
+            parsed = parse_max_num_seqs(command, args, env)
+            active = parse_max_num_active_seqs(command, args, env)
+            # vLLM refuses to start with --max-num-active-seqs above --max-num-seqs: a value
+            # below it is refused in the preview (as a check), unless both are to be lowered.
+            problems = max_num_seqs_change_problems(
+                container, params.value, change_both=bool(params.change_both)
+            )
+            lowers_active = (
+                not problems and active.value is not None and active.value > params.value
+            )
+            if lowers_active and params.change_both:
+                ops = change_both_patch(deployment, params.container, params.value)
+            else:
+                ops = max_num_seqs_patch(deployment, params.container, params.value)
         except ValueError as exc:
             raise PlanError(f"set-max-num-seqs on {namespace}/{params.deployment}: {exc}") from exc
-        parsed = parse_max_num_seqs(container.get("command") or [], container.get("args") or [])
+        checks = tuple(GuardVerdict("max-num-active-seqs", False, p) for p in problems) or (
+            GuardVerdict(
+                "max-num-active-seqs",
+                True,
+                f"--max-num-active-seqs {active.value} lowered with it"
+                if lowers_active
+                else "--max-num-active-seqs unset"
+                if active.value is None
+                else f"--max-num-active-seqs {active.value} ≤ {params.value}",
+            ),
+        )
         meta = deployment.get("metadata") or {}
         ops = [*_whole_spec_tests(deployment, index, container), *ops]
         target = Target(
@@ -50,8 +77,16 @@ class SetMaxNumSeqs(Action[SetMaxNumSeqsParams]):
             params=params.model_dump(exclude_none=True),
             target=target,
             before=f"--max-num-seqs {parsed.value} ({parsed.form} form, "
-            f"container {container.get('name')})",
-            after=f"--max-num-seqs {params.value}, rolled out to every pod",
+            f"container {container.get('name')})"
+            + ("" if active.value is None else f", --max-num-active-seqs {active.value}"),
+            after=f"--max-num-seqs {params.value}"
+            + (
+                f" and --max-num-active-seqs {params.value} (a rollback restores "
+                "--max-num-seqs only)"
+                if lowers_active
+                else ""
+            )
+            + ", rolled out to every pod",
             request={
                 "method": "PATCH",
                 "path": f"/apis/apps/v1/namespaces/{namespace}/deployments/{params.deployment}",
@@ -62,10 +97,16 @@ class SetMaxNumSeqs(Action[SetMaxNumSeqsParams]):
             confirm_word=params.deployment,
             undo=None
             if parsed.value is None
-            else {**params.model_dump(exclude_none=True), "value": parsed.value},
+            # The undo restores --max-num-seqs only: a lowered --max-num-active-seqs stays
+            # lowered, which keeps vLLM's rule (active ≤ max-num-seqs) whatever the old value.
+            else {
+                **params.model_dump(exclude_none=True, exclude={"change_both"}),
+                "value": parsed.value,
+            },
             preconditions=tuple(
                 Precondition(op["path"], op["value"]) for op in ops if op["op"] == "test"
             ),
+            checks=checks,
         )
 
     async def dry_run(self, plan: Plan, clients: Clients) -> Any:
