@@ -67,7 +67,7 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
             sparkline = lambda: app.board.history_of(ALERT, app.clock())  # noqa: E731
             await until(pilot, "the sparkline", lambda: bool(sparkline()))
             cells = dict(zip([key for key, _ in COLUMNS], app.board.rows()[0][1], strict=True))
-            assert cells["value"][0].endswith("> 0.01")
+            assert cells["value"][0].endswith("> 1%")  # the ratio in the unit its rule compares in
             assert set(cells["history"][0]) <= set(SPARK_LEVELS + " ")
             # The cursor stays on the alert it was on; the firing one is now the top row.
             await pilot.press(*["up"] * len(app.book.statuses))

@@ -24,7 +24,7 @@ from oncall.tui.chart_panel import AlertChart
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
-from tests.drill.stack.remediation_helpers import drill_settings, records
+from tests.drill.stack.remediation_helpers import drill_settings, records, remediate
 from tests.harness.processes import eventually
 
 ALERT = "LLMHighP99Latency"
@@ -147,5 +147,12 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             print(f"P99 after the remediation: {[round(v, 3) for v in later]}")
         finally:
             await asyncio.to_thread(drill.cli, "clear")
+            # `clear` leaves the Deployment as the remediation made it: put --max-num-seqs
+            # back, so the drill tests after this one (one shared drill) start from 256.
+            back = await asyncio.to_thread(
+                remediate, drill, tmp_path / "restore-audit.jsonl", "set-max-num-seqs", "vllm",
+                "256", answers=[("to confirm", "vllm")],
+            )  # fmt: skip
+            assert back.code == 0, back.output
     transitions = [r["transition"] for r in records(audit)]
     assert transitions[-1] == "verified"

@@ -80,6 +80,18 @@ async def test_gpu_memory_stays_flat_under_kv_cache_pressure(drill: Drill) -> No
             )
             assert {s.labels["gpu"]: s.value for s in spread} == dict.fromkeys(before, 0.0)
             assert await fb_used() == before
+            # Meanwhile the latency checklist judges the pressure where vLLM shows it.
+            config = str(drill.directory / "oncall.yaml")
+
+            async def kv_step_fails() -> bool:
+                result = await asyncio.to_thread(
+                    run_oncall, "--config", config, "check", "LLMHighP99Latency", "-o", "json",
+                    timeout=60,
+                )  # fmt: skip
+                steps = {s["id"]: s["status"] for s in json.loads(result.stdout)["steps"]}
+                return bool(steps["kv_cache"] == "fail")
+
+            await eventually(kv_step_fails, within=60, what="the kv_cache step failing")
         finally:
             drill.cli("clear")
 
