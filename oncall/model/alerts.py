@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -54,10 +55,10 @@ _COMPARISON = re.compile(
 _OPENING, _CLOSING = "([{", ")]}"
 
 
-def threshold_of(expr: str) -> tuple[str, float] | None:
-    """The first comparison against a number at the top level of a PromQL expression:
-    `rate(x[1m]) > 1.2` → ('>', 1.2). None when every comparison is nested in brackets or
-    against another expression: the board then shows the value alone."""
+def _code(expr: str, opening: str, closing: str) -> Iterator[tuple[int, str, int]]:
+    """Each character of a PromQL expression outside its strings and comments, with its
+    index and its bracket depth (counting `opening`/`closing`; the brackets themselves are
+    not yielded). Both readers below need the same notion of "outside a string"."""
     depth, quote, index = 0, "", 0
     while index < len(expr):
         char = expr[index]
@@ -68,21 +69,34 @@ def threshold_of(expr: str) -> tuple[str, float] | None:
                 quote = ""
         elif char in "\"'`":
             quote = char
-        elif char in _OPENING:
+        elif char in opening:
             depth += 1
-        elif char in _CLOSING:
+        elif char in closing:
             depth -= 1
         elif char == "#":  # a comment, to the end of its line
-            index = expr.find("\n", index)
-            if index < 0:
-                break
-        elif depth == 0 and char in "<>=!":
-            found = _COMPARISON.match(expr, index)
-            if found:
-                return found.group(1), float(found.group(2))
-            if expr[index : index + 2] in (">=", "<=", "==", "!="):
-                index += 1  # against an expression: step over both characters
+            newline = expr.find("\n", index)
+            if newline < 0:
+                return
+            index = newline
+            continue
+        else:
+            yield index, char, depth
         index += 1
+
+
+def threshold_of(expr: str) -> tuple[str, float] | None:
+    """The first comparison against a number at the top level of a PromQL expression:
+    `rate(x[1m]) > 1.2` → ('>', 1.2). None when every comparison is nested in brackets or
+    against another expression: the board then shows the value alone."""
+    after = 0  # an operator against an expression is two characters: step over both
+    for index, char, depth in _code(expr, "([{", ")]}"):
+        if depth != 0 or char not in "<>=!" or index < after:
+            continue
+        found = _COMPARISON.match(expr, index)
+        if found:
+            return found.group(1), float(found.group(2))
+        if expr[index : index + 2] in (">=", "<=", "==", "!="):
+            after = index + 2
     return None
 
 
@@ -110,29 +124,7 @@ def unit_of(expr: str, annotations: dict[str, str] | None = None) -> Unit | None
 
 def _outside_selectors(expr: str) -> str:
     """The expression without strings, label matchers `{…}`, ranges `[…]` and comments."""
-    kept: list[str] = []
-    depth, quote, index = 0, "", 0
-    while index < len(expr):
-        char = expr[index]
-        if quote:
-            if char == "\\":
-                index += 1
-            elif char == quote:
-                quote = ""
-        elif char in "\"'`":
-            quote = char
-        elif char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-        elif char == "#":
-            newline = expr.find("\n", index)
-            index = len(expr) if newline < 0 else newline
-            continue
-        elif depth == 0:
-            kept.append(char)
-        index += 1
-    return "".join(kept)
+    return "".join(char for _, char, depth in _code(expr, "[{", "]}") if depth == 0)
 
 
 @dataclass(frozen=True)
