@@ -1,7 +1,7 @@
 """Remediations for the front ends: the one door to the remediation executor.
 
-The app hands a proposal, the alert it answers and the step's evidence to a
-`RemediationRunner`, with two callbacks of its own: `confirm(preview)` shows the preview and
+The app hands a `RemediationRequest` (a proposal, the alert it answers and the step's evidence)
+to a `RemediationRunner`, with two callbacks of its own: `confirm(preview)` shows the preview and
 returns the person's answer, and `progress(line)` shows what the action is doing.
 `LiveRemediations` is the real runner (the executor of `oncall.remediation`, one audited
 lifecycle per call); tests hand in fakes. The CLI's `oncall remediate` opens a remediator
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlertContext",
     "LiveRemediations",
+    "RemediationRequest",
     "RemediationRunner",
     "approve",
     "evidence_record",
@@ -59,16 +60,20 @@ class AlertContext:
     latest: Callable[[], RuleStatus | None] | None = None
 
 
+@dataclass(frozen=True)
+class RemediationRequest:
+    """What the person chose to run: a proposal, the alert it answers, its step's evidence."""
+
+    proposal: Proposal
+    alert: AlertContext
+    evidence: StepResult | None = None
+
+
 class RemediationRunner(Protocol):
     """Runs one proposed remediation through preview, confirmation, guards and verification."""
 
     async def run(
-        self,
-        proposal: Proposal,
-        alert: AlertContext,
-        evidence: StepResult | None,
-        confirm: Confirm,
-        progress: Progress,
+        self, request: RemediationRequest, confirm: Confirm, progress: Progress
     ) -> RemediationResult:
         """Plan, preview, ask `confirm`, act and verify; every transition audited.
 
@@ -117,13 +122,9 @@ class LiveRemediations:
         self.read_only_flag = read_only_flag
 
     async def run(
-        self,
-        proposal: Proposal,
-        alert: AlertContext,
-        evidence: StepResult | None,
-        confirm: Confirm,
-        progress: Progress,
+        self, request: RemediationRequest, confirm: Confirm, progress: Progress
     ) -> RemediationResult:
+        proposal, alert, evidence = request.proposal, request.alert, request.evidence
         if proposal.error:
             return RemediationResult("not planned", f"not actionable: {proposal.error}")
         answers: list[bool] = []  # the person's answers to `confirm`, in order

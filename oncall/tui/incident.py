@@ -31,7 +31,7 @@ from textual.worker import WorkerState
 from oncall.errors import OncallError
 from oncall.model.checklist_events import Proposal
 from oncall.model.write_path import Preview, RemediationResult
-from oncall.service.remediation import AlertContext, RemediationRunner
+from oncall.service.remediation import AlertContext, RemediationRequest, RemediationRunner
 from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.board import when
@@ -368,7 +368,9 @@ class IncidentScreen(Screen[None]):
                 modal.post_message(ConfirmScreen.Progress(line))
 
         try:
-            result = await runner.run(proposal, alert, evidence, confirm, progress)
+            result = await runner.run(
+                RemediationRequest(proposal, alert, evidence), confirm, progress
+            )
         except Exception as exc:  # shown like any other outcome, never fatal
             result = RemediationResult("failed", _describe(exc))
         self.remediation_line = outcome_line(result)

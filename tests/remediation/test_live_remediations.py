@@ -11,17 +11,12 @@ import pytest
 from oncall.model.checklist_events import Proposal
 from oncall.model.write_path import Preview, RemediationResult
 from oncall.remediation.executor import Remediator
-from oncall.service.remediation import AlertContext, LiveRemediations
+from oncall.service.remediation import AlertContext, LiveRemediations, RemediationRequest
 from oncall.settings import Settings
-from tests.remediation.fakes import World, make_world, register_note_action
+from tests.remediation.fakes import World, make_world
 from tests.remediation.note_action import SetNote
 
 NOTE = Proposal("pause", "set-note", "Say the rollout is paused", {"text": "paused"}, "step")
-
-
-@pytest.fixture
-def note(monkeypatch: pytest.MonkeyPatch) -> SetNote:
-    return register_note_action(monkeypatch)
 
 
 @pytest.fixture
@@ -48,7 +43,7 @@ async def test_a_proposal_runs_on_the_callers_loop(note: SetNote, world: World) 
         return True
 
     result = await LiveRemediations(Settings()).run(
-        NOTE, AlertContext("NoteAlert"), None, yes, lines.append
+        RemediationRequest(NOTE, AlertContext("NoteAlert")), yes, lines.append
     )
     action_id = world.log.lines[0]["action_id"]
     assert result == RemediationResult(
@@ -71,7 +66,9 @@ async def test_going_away_while_asked_withdraws_the_question(note: SetNote, worl
         return True
 
     run = asyncio.ensure_future(
-        LiveRemediations(Settings()).run(NOTE, AlertContext("NoteAlert"), None, never, print)
+        LiveRemediations(Settings()).run(
+            RemediationRequest(NOTE, AlertContext("NoteAlert")), never, print
+        )
     )
     await asked.wait()
     run.cancel()
@@ -90,7 +87,9 @@ async def test_going_away_after_yes_lets_the_action_reach_its_verdict(
         return True
 
     run = asyncio.ensure_future(
-        LiveRemediations(Settings()).run(NOTE, AlertContext("NoteAlert"), None, yes, print)
+        LiveRemediations(Settings()).run(
+            RemediationRequest(NOTE, AlertContext("NoteAlert")), yes, print
+        )
     )
     await note.store.verifying.wait()
     run.cancel()

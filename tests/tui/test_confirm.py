@@ -32,7 +32,7 @@ from oncall.model.write_path import (
     Target,
 )
 from oncall.remediation.action import PlanError
-from oncall.service.remediation import AlertContext, LiveRemediations
+from oncall.service.remediation import AlertContext, LiveRemediations, RemediationRequest
 from oncall.tui.app import OncallApp
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
@@ -138,14 +138,9 @@ class FakeRemediations:
     planning: asyncio.Event | None = None
 
     async def run(
-        self,
-        proposal: Proposal,
-        alert: AlertContext,
-        evidence: StepResult | None,
-        confirm: Confirm,
-        progress: Progress,
+        self, request: RemediationRequest, confirm: Confirm, progress: Progress
     ) -> RemediationResult:
-        self.calls.append((proposal, alert, evidence))
+        self.calls.append((request.proposal, request.alert, request.evidence))
         if self.planning is not None:
             await self.planning.wait()
         answer = await confirm(self.preview)
@@ -525,7 +520,7 @@ async def test_live_remediations_carry_the_preview_answer_and_progress_to_the_ap
     assert isinstance(gpu, StepResult)
     alert = AlertContext(P99, firing, latest=lambda: latest[0])
     runner = LiveRemediations(settings(), read_only_flag=True)
-    result = await runner.run(LOWER_SEQS, alert, gpu, confirm, progress)
+    result = await runner.run(RemediationRequest(LOWER_SEQS, alert, gpu), confirm, progress)
 
     assert result == RemediationResult(
         "verified",
@@ -548,7 +543,7 @@ async def test_live_remediations_carry_the_preview_answer_and_progress_to_the_ap
     assert made.still_firing is True
 
     latest[0] = status(P99, "inactive")  # resolved meanwhile: the re-check says no
-    await runner.run(LOWER_SEQS, alert, gpu, confirm, progress)
+    await runner.run(RemediationRequest(LOWER_SEQS, alert, gpu), confirm, progress)
     assert stand_in.made[-1].still_firing is False
 
 
@@ -565,7 +560,9 @@ async def test_live_remediations_show_a_refused_preview_and_report_the_holder(
         return True  # ignored: a refused action is never run
 
     alert = AlertContext(P99, status(P99, "pending"))
-    result = await LiveRemediations(settings()).run(LOWER_SEQS, alert, None, confirm, print)
+    result = await LiveRemediations(settings()).run(
+        RemediationRequest(LOWER_SEQS, alert, None), confirm, print
+    )
     assert [v.holder for v in shown[0].refused] == ["bob@ops-2"]
     assert result.status == "refused"
     assert result.refusal is not None and result.refusal.holder == "bob@ops-2"
@@ -589,8 +586,10 @@ async def test_live_remediations_say_when_an_action_cannot_be_planned(
         raise AssertionError("nothing to confirm")
 
     runner = LiveRemediations(settings())
-    result = await runner.run(LOWER_SEQS, AlertContext(P99), None, confirm, print)
+    result = await runner.run(
+        RemediationRequest(LOWER_SEQS, AlertContext(P99), None), confirm, print
+    )
     assert result == RemediationResult("not planned", "could not plan: no deployment ai/vllm")
     broken = Proposal("x", "set-max-num-seqs", "x", {}, "gpu_memory", error="value: not a number")
-    result = await runner.run(broken, AlertContext(P99), None, confirm, print)
+    result = await runner.run(RemediationRequest(broken, AlertContext(P99), None), confirm, print)
     assert result == RemediationResult("not planned", "not actionable: value: not a number")
