@@ -5,42 +5,10 @@ above `--max-num-seqs`, so a value below it is refused in the preview with the r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-
-import pytest
-
-from oncall.drill.kube_sim import KubeSim
 from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
 from oncall.remediation.actions.set_max_num_seqs import ACTION as SET_SEQS
 from oncall.remediation.clients import Clients
-from oncall.settings import Settings
-from oncall.settings.model import KubernetesSettings
-from tests.drill.kube.conftest import NS, Cluster, start_cluster
-
-ARGS = "/spec/template/spec/containers/0/args"
-
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Cluster]:
-    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
-
-
-@asynccontextmanager
-async def clients(cluster: Cluster) -> AsyncIterator[Clients]:
-    kube = KubernetesSettings(kubeconfig=cluster.kubeconfig, namespace=NS)
-    made = Clients.from_settings(Settings(kubernetes=kube))
-    try:
-        yield made
-    finally:
-        await made.aclose()
-
-
-async def _args(c: Clients) -> list[str]:
-    kube = await c.kube_writer()
-    deployment = await kube.get_deployment(NS, "vllm")
-    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+from tests.drill.kube.conftest import ARGS, NS, Cluster, kube_clients, vllm_args
 
 
 async def _with_active(c: Clients, active: int) -> None:
@@ -53,7 +21,7 @@ async def test_a_value_below_max_num_active_seqs_is_refused_in_the_preview(
     drill: Cluster,
 ) -> None:
     drill.ready_pods(2)
-    async with clients(drill) as c:
+    async with kube_clients(drill) as c:
         await _with_active(c, 128)
         plan = await SET_SEQS.plan(SET_SEQS.params(deployment="vllm", value=64), c)
         refused = [v for v in plan.checks if not v.ok]
@@ -69,7 +37,7 @@ async def test_a_value_below_max_num_active_seqs_is_refused_in_the_preview(
 
 async def test_change_both_lowers_both_flags_in_one_patch(drill: Cluster) -> None:
     drill.ready_pods(2)
-    async with clients(drill) as c:
+    async with kube_clients(drill) as c:
         await _with_active(c, 128)
         params = SET_SEQS.params(deployment="vllm", value=64, change_both=True)
         plan = await SET_SEQS.plan(params, c)
@@ -78,14 +46,14 @@ async def test_change_both_lowers_both_flags_in_one_patch(drill: Cluster) -> Non
         assert plan.undo is not None and plan.undo["value"] == 256
         await SET_SEQS.dry_run(plan, c)  # the apiserver accepts the patch (dry run)
         await SET_SEQS.execute(plan, c)
-        args = await _args(c)
+        args = await vllm_args(c)
         assert parse_max_num_seqs(None, args).value == 64
         assert parse_max_num_active_seqs(None, args).value == 64
 
 
 async def test_without_max_num_active_seqs_nothing_changes(drill: Cluster) -> None:
     drill.ready_pods(2)
-    async with clients(drill) as c:
+    async with kube_clients(drill) as c:
         plan = await SET_SEQS.plan(SET_SEQS.params(deployment="vllm", value=64), c)
         assert [(v.ok, v.reason) for v in plan.checks] == [(True, "--max-num-active-seqs unset")]
         assert all("max-num-active-seqs" not in str(op.get("value")) for op in plan.request["body"])

@@ -9,43 +9,13 @@ re-check refuses and says what changed, and the patch itself is refused by the a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from oncall.drill.kube_sim import KubeSim
 from oncall.errors import BackendError
 from oncall.remediation.actions.set_max_num_seqs import ACTION as SET_SEQS
-from oncall.remediation.clients import Clients
-from oncall.settings import Settings
-from oncall.settings.model import KubernetesSettings
-from tests.drill.kube.conftest import NS, Cluster, start_cluster
-
-ARGS = "/spec/template/spec/containers/0/args"
-
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Cluster]:
-    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
-
-
-@asynccontextmanager
-async def clients(cluster: Cluster) -> AsyncIterator[Clients]:
-    kube = KubernetesSettings(kubeconfig=cluster.kubeconfig, namespace=NS)
-    made = Clients.from_settings(Settings(kubernetes=kube))
-    try:
-        yield made
-    finally:
-        await made.aclose()
-
-
-async def _args(c: Clients) -> list[str]:
-    kube = await c.kube_writer()
-    deployment = await kube.get_deployment(NS, "vllm")
-    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+from tests.drill.kube.conftest import ARGS, NS, Cluster, kube_clients, vllm_args
 
 
 @pytest.mark.parametrize(
@@ -62,16 +32,16 @@ async def test_a_change_between_preview_and_confirmation_refuses_and_says_what(
     drill: Cluster, change: list[dict[str, Any]], said: str
 ) -> None:
     drill.ready_pods(2)
-    async with clients(drill) as c:
+    async with kube_clients(drill) as c:
         plan = await SET_SEQS.plan(SET_SEQS.params(deployment="vllm", value=64), c)
         assert await SET_SEQS.changed_since_plan(plan, c) is None
         kube = await c.kube_writer()
         await kube.patch_deployment_json(NS, "vllm", change, dry_run=False)  # someone else
-        theirs = await _args(c)
+        theirs = await vllm_args(c)
         why = await SET_SEQS.changed_since_plan(plan, c)
         assert why is not None and why.startswith("the Deployment's args changed since the preview")
         assert said in why
         with pytest.raises(BackendError) as refused:
             await SET_SEQS.execute(plan, c)  # even if a caller skipped the re-check
         assert refused.value.reason == "invalid"
-        assert await _args(c) == theirs  # nothing of ours applied
+        assert await vllm_args(c) == theirs  # nothing of ours applied

@@ -8,39 +8,14 @@ rebuild holds its pod's Deployment's Lease, so the sibling pod cannot be rebuilt
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-
-import pytest
-
-from oncall.drill.kube_sim import KubeSim
 from oncall.remediation.actions.rebuild_pod import ACTION as REBUILD
-from oncall.remediation.clients import Clients
 from oncall.remediation.lease import TargetLease, holder_identity, lease_name
-from oncall.settings import Settings
-from oncall.settings.model import KubernetesSettings
-from tests.drill.kube.conftest import NS, Cluster, start_cluster
-
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Cluster]:
-    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
-
-
-@asynccontextmanager
-async def clients(cluster: Cluster) -> AsyncIterator[Clients]:
-    kube = KubernetesSettings(kubeconfig=cluster.kubeconfig, namespace=NS)
-    made = Clients.from_settings(Settings(kubernetes=kube))
-    try:
-        yield made
-    finally:
-        await made.aclose()
+from tests.drill.kube.conftest import NS, Cluster, kube_clients
 
 
 async def test_two_processes_of_one_identity_do_not_share_a_lease(drill: Cluster) -> None:
     first, second = (p.metadata.name for p in drill.ready_pods(2))
-    async with clients(drill) as c:
+    async with kube_clients(drill) as c:
         plan_a = await REBUILD.plan(REBUILD.params(pod=first), c)
         plan_b = await REBUILD.plan(REBUILD.params(pod=second), c)
         assert plan_a.workload is not None and plan_a.workload.label == "Deployment ai/vllm"

@@ -5,7 +5,6 @@ running with their age until their timeouts make them unknown."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,16 +20,13 @@ from oncall.tui.board import BoardScreen
 from oncall.tui.help import HelpScreen
 from oncall.tui.incident import IncidentScreen
 from tests.harness.faults import silent_listener
+from tests.harness.pilot import until as pilot_until
 
 ALERT = "LLMHighP99Latency"
 
 
 async def until(pilot: Pilot[None], what: str, ok: Callable[[], bool], within: float = 30) -> None:
-    deadline = time.monotonic() + within
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
-        await pilot.pause(0.1)
+    await pilot_until(pilot, what, ok, within, interval=0.1)
 
 
 @contextlib.contextmanager

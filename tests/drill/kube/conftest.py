@@ -1,11 +1,16 @@
 """Fixtures for the Kubernetes simulator tests: a simulator on a free loopback port (always
-stopped), clients of the real kubernetes 37 package for both users, and strict response checks."""
+stopped), clients of the real kubernetes 37 package for both users, and strict response checks.
+
+The remediation and security tests drive our own clients against the same simulator: they take
+`kube_drill` (tests/remediation/conftest.py and tests/security/conftest.py name it `drill`) and
+`kube_clients`, from here rather than a copy of their own."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +24,9 @@ from oncall.drill.kube_sim import (
     SimulatorThread,
     write_kubeconfig,
 )
+from oncall.remediation.clients import Clients
+from oncall.settings import Settings
+from oncall.settings.model import KubernetesSettings
 
 T = TypeVar("T")
 DELAY_S = 0.05
@@ -153,3 +161,32 @@ def start_cluster(tmp_path: Path, sim: KubeSim) -> Generator[Cluster, None, None
 def cluster(tmp_path: Path, strict: StrictCheck) -> Iterator[Cluster]:
     """The default drill cluster (2 vLLM replicas on one 4-GPU node), delays of 50 ms."""
     yield from start_cluster(tmp_path, KubeSim(start_delay=DELAY_S, resync=0.2))
+
+
+@pytest.fixture
+def kube_drill(tmp_path: Path) -> Iterator[Cluster]:
+    """The default drill cluster without the strict response check: for tests of our own
+    clients and remediations against it (the client's models are checked above)."""
+    yield from start_cluster(tmp_path, KubeSim(start_delay=DELAY_S, resync=0.2))
+
+
+@asynccontextmanager
+async def kube_clients(cluster: Cluster) -> AsyncIterator[Clients]:
+    """The remediation clients of settings pointing at `cluster` (namespace `NS`), closed after."""
+    kube = KubernetesSettings(kubeconfig=cluster.kubeconfig, namespace=NS)
+    made = Clients.from_settings(Settings(kubernetes=kube))
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
+#: The JSON Pointer of the vLLM container's args in the drill's Deployment.
+ARGS = "/spec/template/spec/containers/0/args"
+
+
+async def vllm_args(c: Clients) -> list[str]:
+    """The vLLM Deployment's container args, as the writer reads them."""
+    kube = await c.kube_writer()
+    deployment = await kube.get_deployment(NS, "vllm")
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])

@@ -10,12 +10,9 @@ The board's state is polled (bounded): a refresh happens every `alerts.refresh`.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import redis
-from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from oncall.tui.app import OncallApp
@@ -26,16 +23,9 @@ from oncall.tui.format import SPARK_LEVELS
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import drill_settings, records
+from tests.harness.pilot import until
 
 ALERT = "AIServiceUnavailable"
-
-
-async def until(pilot: Pilot[None], what: str, ok: Callable[[], bool], within: float = 90) -> None:
-    deadline = time.monotonic() + within
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
-        await pilot.pause(0.2)
 
 
 def static_text(app: OncallApp, selector: str) -> str:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from oncall.backends.prometheus import PrometheusClient
@@ -25,17 +23,10 @@ from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import drill_settings, records, remediate
+from tests.harness.pilot import until
 from tests.harness.processes import eventually
 
 ALERT = "LLMHighP99Latency"
-
-
-async def until(pilot: Pilot[None], what: str, ok: Callable[[], bool], within: float = 90) -> None:
-    deadline = time.monotonic() + within
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
-        await pilot.pause(0.2)
 
 
 async def healthy_history(drill: Drill) -> bool:

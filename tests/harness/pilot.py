@@ -1,0 +1,22 @@
+"""Waiting on a Textual app under a Pilot, for tests that drive the real app (tests/tui and the
+drill's end-to-end tests): bounded in time, polling only because the app's state has no event
+a test could await."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.pilot import Pilot
+
+
+async def until(
+    pilot: Pilot[Any], what: str, ok: Callable[[], bool], within: float = 90, interval: float = 0.2
+) -> None:
+    """Let the app run until `ok()` holds; fail naming `what` after `within` seconds."""
+    deadline = time.monotonic() + within
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
+        await pilot.pause(interval)
