@@ -32,7 +32,6 @@ from oncall.model.action_params import ACTION_PARAMS
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditQuery, LiveAudit, LogLine
 
-ACTIONS = tuple(ACTION_PARAMS)
 TABLE_WIDTHS = {"TARGET": 40, "ALERT": 28, "OUTCOME": 40}
 
 
@@ -81,7 +80,7 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
 def _filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", metavar="DUR|TIME", help="e.g. 1h, 2d or 2025-06-01T12:00Z")
     parser.add_argument("--actor", metavar="USER", help="user name contains this")
-    parser.add_argument("--action", choices=ACTIONS, help="this remediation only")
+    parser.add_argument("--action", choices=tuple(ACTION_PARAMS), help="this remediation only")
     parser.add_argument("--target", metavar="NAME", help="target name contains this")
 
 

@@ -87,5 +87,11 @@ ACTION_PARAMS: dict[str, type[ActionParams]] = {
 if TYPE_CHECKING:
     ActionName = str
 else:
-    # A Literal of the names above, for pydantic (validation messages, the schema's enum).
-    ActionName = Literal[tuple(ACTION_PARAMS)]
+
+    def __getattr__(name: str) -> Any:
+        # `ActionName`: a Literal of the names above, for pydantic (validation messages, the
+        # schema's enum), made when asked for, so an action registered later (a test's, by
+        # oncall.remediation.registry.register) is in it too.
+        if name == "ActionName":
+            return Literal[tuple(ACTION_PARAMS)]
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

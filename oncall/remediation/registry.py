@@ -5,12 +5,14 @@ underscores), exporting `ACTION`.
 
 So adding a remediation is its module and its line (with its parameters model) in
 `ACTION_PARAMS`; the executor, `plan`, the CLI's `remediate` subcommands, the runbook schema's
-action list and the audit's action names all follow from those two.
+action list and the audit's action names all follow from those two. An action whose module
+lives elsewhere (a test's) is added with one `register(action)` instead.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from oncall.model.action_params import ACTION_PARAMS
@@ -39,6 +41,24 @@ def _load() -> dict[str, Action[Any]]:
 
 #: name → action, in the order of ACTION_PARAMS. Tests add their own actions here.
 ACTIONS: dict[str, Action[Any]] = _load()
+
+
+def register(action: Action[Any]) -> Callable[[], None]:
+    """Add an action whose module is not one of oncall/remediation/actions/ (a test's): its
+    name and parameters model join `ACTION_PARAMS`, the action `ACTIONS`, so the executor,
+    the CLI's subcommands (a parser built after this), the audit's names and `ActionName`
+    have it. Returns the undo. Runbooks do not: their model took the names when it was made,
+    and a proposal in a shipped runbook names a shipped action."""
+    if action.name in ACTION_PARAMS or action.name in ACTIONS:
+        raise ValueError(f"an action named {action.name!r} is registered already")
+    ACTION_PARAMS[action.name] = action.params
+    ACTIONS[action.name] = action
+
+    def unregister() -> None:
+        ACTION_PARAMS.pop(action.name, None)
+        ACTIONS.pop(action.name, None)
+
+    return unregister
 
 
 def action_named(name: str) -> Action[Any]:

@@ -10,17 +10,12 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, cast
 
-import pytest
-
 from oncall.backends.kube_write import KubeWriter, LeaseResult
-from oncall.model.action_params import ACTION_PARAMS
 from oncall.model.write_path import GuardVerdict
-from oncall.remediation import registry
 from oncall.remediation.clients import Clients
 from oncall.remediation.executor import Remediator
 from oncall.remediation.policy import Guards
 from oncall.settings import Settings
-from tests.remediation.note_action import NoteParams, NoteStore, SetNote
 
 ACTOR = {"user": "alice", "host": "bastion-1"}
 
@@ -171,13 +166,3 @@ def make_world(settings: Settings | None = None) -> World:
     clients = Clients(settings, kube=cast(KubeWriter, leases))
     remediator = Remediator(clients, log, Guards(rate, breaker, two), actor=ACTOR)
     return World(remediator, log, rate, breaker, two, leases)
-
-
-def register_note_action(monkeypatch: pytest.MonkeyPatch) -> SetNote:
-    """The test action, registered: its line in ACTION_PARAMS (the names every layer reads),
-    and, since its module lives in tests/ rather than oncall/remediation/actions/ where the
-    registry finds shipped ones by name, its action put in the registry by hand."""
-    action = SetNote(NoteStore({"main": "all quiet"}))
-    monkeypatch.setitem(registry.ACTIONS, action.name, action)
-    monkeypatch.setitem(ACTION_PARAMS, action.name, NoteParams)
-    return action

@@ -1,9 +1,11 @@
 """A test-only remediation, `set-note`: it sets a note in a store the test holds.
 
-It is what adding a remediation takes: one module like this (an `Action` with its five steps;
-a shipped one sits in oncall/remediation/actions/ and keeps its parameters model in
-oncall/model/action_params.py, next to its one line in `ACTION_PARAMS`). The tests register it
-with `register_note_action` and drive it through the real executor and the CLI parser.
+It is what adding a remediation takes: one module like this (an `Action` with its five steps
+and its parameters model) and one line, `registry.register(SetNote(store))` (the `note`
+fixture, tests/remediation/conftest.py). A shipped one sits in oncall/remediation/actions/ and
+keeps its parameters model in oncall/model/action_params.py, next to its one line in
+`ACTION_PARAMS` (the layer runbooks and the audit log read). The tests drive it through the
+real executor, the CLI and the audit (tests/remediation/test_adding_an_action.py).
 """
 
 from __future__ import annotations

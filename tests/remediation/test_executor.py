@@ -18,13 +18,8 @@ from oncall.cli.remediate_cmd import params_of
 from oncall.errors import BackendError
 from oncall.model.write_path import GuardVerdict, Preview, RemediationResult
 from oncall.remediation.action import PlanError
-from tests.remediation.fakes import World, make_world, register_note_action
+from tests.remediation.fakes import World, make_world
 from tests.remediation.note_action import SetNote
-
-
-@pytest.fixture
-def note(monkeypatch: pytest.MonkeyPatch) -> SetNote:
-    return register_note_action(monkeypatch)
 
 
 @pytest.fixture
