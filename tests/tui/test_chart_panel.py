@@ -3,6 +3,10 @@ the zoom keys bounded at 15m and 24h, and a bounded follow after a verified reme
 
 from __future__ import annotations
 
+from typing import Any
+
+from textual.pilot import Pilot
+
 from oncall.tui.app import OncallApp
 from oncall.tui.chart_panel import FOLLOW_EVERY_S, FOLLOW_FOR_S, AlertChart
 from tests.tui.chart_fakes import FakeCharts
@@ -25,13 +29,19 @@ def app_and_charts() -> tuple[OncallApp, FakeCharts, FakeClock]:
     return app, app.chart_source, clock
 
 
+async def open_chart(pilot: Pilot[Any], app: OncallApp) -> AlertChart:
+    """Open P99's incident from the board; its chart, once the first series is drawn."""
+    await until(pilot, lambda: app.board.selected_alert() == P99, "the board")
+    await pilot.press("enter")
+    chart = app.screen.query_one(AlertChart)
+    await until(pilot, lambda: chart.view.data is not None, "the first chart")
+    return chart
+
+
 async def test_zoom_asks_once_per_window_and_repaints_ask_nothing() -> None:
     app, charts, _ = app_and_charts()
     async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, lambda: app.board.selected_alert() == P99, "the board")
-        await pilot.press("enter")
-        chart = app.screen.query_one(AlertChart)
-        await until(pilot, lambda: chart.view.data is not None, "the first chart")
+        chart = await open_chart(pilot, app)
         for _ in range(5):
             app.repaint(P99)
             await pilot.pause()
@@ -50,10 +60,7 @@ async def test_zoom_asks_once_per_window_and_repaints_ask_nothing() -> None:
 async def test_follow_refreshes_on_a_bounded_schedule() -> None:
     app, charts, clock = app_and_charts()
     async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, lambda: app.board.selected_alert() == P99, "the board")
-        await pilot.press("enter")
-        chart = app.screen.query_one(AlertChart)
-        await until(pilot, lambda: chart.view.data is not None, "the first chart")
+        chart = await open_chart(pilot, app)
         chart.follow()
         await until(pilot, lambda: len(charts.alert_calls) == 2, "the refresh at once")
         assert chart.follow_until == clock() + FOLLOW_FOR_S
