@@ -8,7 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from textual.app import App
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 
 async def until(
@@ -20,3 +22,8 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up after {within:g}s waiting for {what}")
         await pilot.pause(interval)
+
+
+def static_text(app: App[Any], selector: str) -> str:
+    """The text the `Static` widget `selector` of the current screen shows."""
+    return str(app.screen.query_one(selector, Static).render())

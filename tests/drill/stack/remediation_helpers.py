@@ -23,6 +23,16 @@ def drill_settings(drill: Drill) -> Settings:
     return load_settings(config=drill.directory / "oncall.yaml").settings
 
 
+def app_settings(drill: Drill, audit: Path) -> Settings:
+    """The drill's settings for a test of the app: its own audit log, and the rate limit
+    raised as for `remediate` (the drill tests share one drill)."""
+    base = drill_settings(drill)
+    return base.model_copy(
+        update={"audit": base.audit.model_copy(update={"path": audit}),
+                "guards": base.guards.model_copy(update={"rate_limit_actions": 100})}
+    )  # fmt: skip
+
+
 def remediate(
     drill: Drill,
     audit: Path,

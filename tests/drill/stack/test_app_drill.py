@@ -13,7 +13,7 @@ import asyncio
 from pathlib import Path
 
 import redis
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from oncall.tui.app import OncallApp
 from oncall.tui.audit_screen import AuditScreen
@@ -22,23 +22,15 @@ from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.format import SPARK_LEVELS
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
-from tests.drill.stack.remediation_helpers import drill_settings, records
-from tests.harness.pilot import until
+from tests.drill.stack.remediation_helpers import app_settings, records
+from tests.harness.pilot import static_text, until
 
 ALERT = "AIServiceUnavailable"
 
 
-def static_text(app: OncallApp, selector: str) -> str:
-    return str(app.screen.query_one(selector, Static).render())
-
-
 async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_path: Path) -> None:
-    base = drill_settings(drill)
     audit = tmp_path / "audit.jsonl"
-    settings = base.model_copy(
-        update={"audit": base.audit.model_copy(update={"path": audit}),
-                "guards": base.guards.model_copy(update={"rate_limit_actions": 100})}
-    )  # fmt: skip
+    settings = app_settings(drill, audit)
     key = settings.degradation.redis_key
     app = OncallApp(settings)
     async with app.run_test(size=(120, 40)) as pilot:

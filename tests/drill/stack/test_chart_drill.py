@@ -12,7 +12,7 @@ import math
 import time
 from pathlib import Path
 
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from oncall.backends.prometheus import PrometheusClient
 from oncall.service.alerts import load_packs
@@ -22,8 +22,8 @@ from oncall.tui.chart_panel import AlertChart
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
-from tests.drill.stack.remediation_helpers import drill_settings, records, remediate
-from tests.harness.pilot import until
+from tests.drill.stack.remediation_helpers import app_settings, drill_settings, records, remediate
+from tests.harness.pilot import static_text, until
 from tests.harness.processes import eventually
 
 ALERT = "LLMHighP99Latency"
@@ -39,19 +39,11 @@ async def healthy_history(drill: Drill) -> bool:
     return len(points) >= 4 and max(points) <= 1.2
 
 
-def static_text(app: OncallApp, selector: str) -> str:
-    return str(app.screen.query_one(selector, Static).render())
-
-
 async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
     drill: Drill, tmp_path: Path
 ) -> None:
-    base = drill_settings(drill)
     audit = tmp_path / "audit.jsonl"
-    settings = base.model_copy(
-        update={"audit": base.audit.model_copy(update={"path": audit}),
-                "guards": base.guards.model_copy(update={"rate_limit_actions": 100})}
-    )  # fmt: skip
+    settings = app_settings(drill, audit)
     await eventually(
         lambda: healthy_history(drill), within=90, what="a minute of healthy P99 in Prometheus"
     )
