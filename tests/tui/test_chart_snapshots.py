@@ -1,6 +1,11 @@
 """SVG snapshots of the incident screen's charts: a firing alert's chart with its threshold,
 pending/firing shading and an action marker, and a step's PromQL evidence chart; at 100x30,
-at 80x24 and with NO_COLOR (the sparkline). Fixed series (`FakeCharts`) and a `FakeClock`.
+at 80x24 and with NO_COLOR (the sparkline, at both sizes), and the full evidence chart at
+100x40. Fixed series (`FakeCharts`) and a `FakeClock`.
+
+The evidence pane holds the step's text above its charts; below 40 rows the chart is under
+the fold, so the snapshots scroll to it as an operator would, with the keyboard (tab to the
+pane, end).
 """
 
 from __future__ import annotations
@@ -80,6 +85,9 @@ def open_with_charts(step: str | None) -> Callable[[Pilot[Any]], Any]:
                 lambda: any(v.data is not None for v in evidence.query(ChartView)),
                 "the evidence chart",
             )
+            await pilot.press("tab")  # the steps table → the evidence pane
+            assert app.focused is not None and app.focused.id == "evidence-pane", app.focused
+            await pilot.press("end")
         await pilot.pause()
 
     return run_before
@@ -92,7 +100,7 @@ def test_alert_chart(snap_compare: Compare, size: tuple[int, int]) -> None:
     assert charts_of(app).alert_calls == [(P99, 3600.0)]  # repaints asked nothing more
 
 
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("size", [*SIZES, pytest.param((100, 40), id="100x40")])
 def test_evidence_chart(snap_compare: Compare, size: tuple[int, int]) -> None:
     app = chart_app(FakeClock())
     assert snap_compare(app, terminal_size=size, run_before=open_with_charts("kv_cache"))
@@ -100,8 +108,11 @@ def test_evidence_chart(snap_compare: Compare, size: tuple[int, int]) -> None:
     assert queries == ["max(vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)"]
 
 
-def test_no_color(snap_compare: Compare, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_no_color(
+    snap_compare: Compare, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     app = chart_app(FakeClock())
     assert app.no_color
-    assert snap_compare(app, terminal_size=(100, 30), run_before=open_with_charts("kv_cache"))
+    assert snap_compare(app, terminal_size=size, run_before=open_with_charts("kv_cache"))
