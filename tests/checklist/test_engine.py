@@ -41,29 +41,40 @@ def step(sid: str, expect: str = "facts.v > 0", **more: str) -> str:
     return "".join(lines)
 
 
+class CapProbe:
+    """A probe call that holds every step until as many have run at once as the cap allows
+    (or every step has started): waiting on the engine to start the cap's worth, instead of
+    yielding and hoping it did. `peak` is then the engine's concurrency."""
+
+    def __init__(self, cap: int, steps: int) -> None:
+        self.cap, self.steps = cap, steps
+        self.running = self.started = self.peak = 0
+        self.full = asyncio.Event()
+
+    async def __call__(self, _step: CompiledStep, _params: dict[str, Any]) -> dict[str, Any]:
+        self.running += 1
+        self.started += 1
+        self.peak = max(self.peak, self.running)
+        if self.peak >= self.cap or self.started == self.steps:
+            self.full.set()
+        await self.full.wait()
+        # What is tested: an engine that ignores the cap gets a few turns of the loop to start
+        # one more step while this one still runs (nothing to wait on: it should not happen).
+        for _ in range(3):
+            await asyncio.sleep(0)
+        self.running -= 1
+        return {"v": 1}
+
+
 async def test_independent_steps_run_concurrently_up_to_the_cap(tmp_path: Path) -> None:
     runbook = compile_text(
         tmp_path, steps_yaml(*(step(f"s{i}") for i in range(5)), extra="concurrency: 2\n")
     )
-    running = 0
-    peak = 0
-    two_running = asyncio.Event()
-
-    async def runner(_step: CompiledStep, _params: dict[str, Any]) -> dict[str, Any]:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        if running == 2:
-            two_running.set()
-        await two_running.wait()  # the first two wait for each other: proves concurrency
-        await asyncio.sleep(0)
-        running -= 1
-        return {"v": 1}
-
-    async with asyncio.timeout(5):
-        results = await collect(runbook, ALERT, runner)
+    probe = CapProbe(2, 5)
+    async with asyncio.timeout(5):  # a guard against a hang, not a timing assert
+        results = await collect(runbook, ALERT, probe)
     assert [r.status for r in results] == ["ok"] * 5
-    assert peak == 2
+    assert probe.peak == 2
 
 
 async def test_a_step_waits_for_its_needs_and_sees_their_facts(tmp_path: Path) -> None:
@@ -249,19 +260,10 @@ async def test_closing_the_stream_early_cancels_running_probes(tmp_path: Path) -
 @pytest.mark.parametrize("cap", [1, 3])
 async def test_the_callers_cap_overrides_the_runbooks(tmp_path: Path, cap: int) -> None:
     runbook = compile_text(tmp_path, steps_yaml(*(step(f"s{i}") for i in range(4))))
-    running = peak = 0
-
-    async def runner(_s: CompiledStep, _params: dict[str, Any]) -> dict[str, Any]:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        for _ in range(3):
-            await asyncio.sleep(0)
-        running -= 1
-        return {"v": 1}
-
-    await collect(runbook, ALERT, runner, concurrency=cap)
-    assert peak == cap
+    probe = CapProbe(cap, 4)
+    async with asyncio.timeout(5):  # a guard against a hang, not a timing assert
+        await collect(runbook, ALERT, probe, concurrency=cap)
+    assert probe.peak == cap
 
 
 async def test_the_engine_yields_the_plan_first(tmp_path: Path) -> None:

@@ -131,7 +131,7 @@ def wait_until(
             return
         if proc is not None and proc.poll() is not None:
             break
-        time.sleep(0.05)
+        time.sleep(0.05)  # the poll's interval: a wait on the condition, bounded above
     tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
     pytest.fail(f"gave up after {timeout:g}s waiting for {what}\n{tail}", pytrace=False)
 
@@ -161,4 +161,4 @@ async def eventually(
     while not await condition():
         if time.monotonic() >= deadline:
             pytest.fail(f"gave up after {within:g}s waiting for {what}", pytrace=False)
-        await asyncio.sleep(interval)
+        await asyncio.sleep(interval)  # the poll's interval, bounded by `within`

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import math
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,8 @@ MODEL = "qwen"
 MAX_SEQS = 4
 BASE_ARGS = ("--model", MODEL, "--max-num-seqs", str(MAX_SEQS), "--kv-capacity-tokens", "16384")
 API_KEY = "vllm-s3cret-key"
-SLACK = 0.5
+#: A bound that only guards against a hang (the probes' own timeout is 0.5 s here).
+HANG_GUARD = 30
 INF = math.inf
 BY_NAME: dict[str, Probe[Any]] = {probe.name: probe for probe in probes.PROBES}
 SERVER_FACTS = {
@@ -196,30 +196,32 @@ async def test_dead_engine_is_unhealthy(
     assert (alone["healthy_count"], alone["total"]) == (0, 1)
 
 
-async def test_hung_server_times_out_within_the_timeout(
+async def test_a_hung_server_is_a_timeout_and_the_others_still_count(
     own_sims: Callable[..., SimProcess], sim33: SimProcess
 ) -> None:
+    """A server that accepts and never answers (a hung engine, a silent socket) is the error
+    `timeout` in the facts, next to the server that answered; alone, the probe raises a
+    BackendError with reason `timeout`. `HANG_GUARD` only turns a hang into a clear failure:
+    the 0.5 s timeout is what ends each request (the reason says so), not a timing assert."""
     hung = own_sims()
     await fault(hung, "hang")
     with silent_listener() as port:
         silent = f"http://127.0.0.1:{port}"
         async with ProbeContext(settings(hung.url, silent, sim33.url, timeout=0.5)) as ctx:
-            started = time.monotonic()
-            facts = await run(ctx, "vllm.health")
-            assert time.monotonic() - started < 0.5 + SLACK
+            async with asyncio.timeout(HANG_GUARD):
+                facts = await run(ctx, "vllm.health")
             assert [s["error"] for s in facts["servers"]] == ["timeout", "timeout", None]
+            assert [s["healthy"] for s in facts["servers"]] == [False, False, True]
             assert facts["healthy_count"] == 1
-            started = time.monotonic()
-            metrics = await run(ctx, "vllm.metrics", interval=0)
-            assert time.monotonic() - started < 0.5 + SLACK
+            async with asyncio.timeout(HANG_GUARD):
+                metrics = await run(ctx, "vllm.metrics", interval=0)
             assert [s["error"] for s in metrics["servers"]] == ["timeout", "timeout", None]
             assert (metrics["answered"], metrics["total"]) == (1, 3)
         async with ProbeContext(settings(hung.url, timeout=0.5)) as ctx:
-            started = time.monotonic()
             with pytest.raises(BackendError) as caught:
-                await run(ctx, "vllm.health")
+                async with asyncio.timeout(HANG_GUARD):
+                    await run(ctx, "vllm.health")
             assert caught.value.reason == "timeout"
-            assert time.monotonic() - started < 0.5 + SLACK
     await fault(hung, "none")
 
 

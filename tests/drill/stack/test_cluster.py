@@ -116,6 +116,8 @@ async def _flood_and_watch(base: str, requests: int) -> tuple[list[float], list[
                     running.append(total)
                 elif family.name == "vllm:num_requests_waiting":
                     waiting.append(total)
+            # The sampler's interval (what is tested is what /metrics says while the flood
+            # is served; the flood's end is what it waits on, above).
             await asyncio.sleep(0.05)
         responses = await task
     assert all(r.status_code == 200 for r in responses)
