@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widget import Widget
 
 from oncall.model.alerts import AlertRule
@@ -67,6 +68,8 @@ class AlertChart(Vertical):
         clock: Callable[[], float],
         *,
         rows: int = 10,
+        follow_every_s: float = FOLLOW_EVERY_S,
+        follow_for_s: float = FOLLOW_FOR_S,
     ) -> None:
         super().__init__(id="alert-chart")
         self.alert = alert
@@ -80,6 +83,11 @@ class AlertChart(Vertical):
         self._asked: tuple[str, int] | None = None  # (window, generation) last asked for
         self._generation = 0
         self.follow_until: float | None = None
+        #: The follow refresh's period and length (a test against the drill shortens the
+        #: period so that it need not wait 15 s a step).
+        self.follow_every_s = follow_every_s
+        self.follow_for_s = follow_for_s
+        self._follow_timer: Timer | None = None
         #: Requests made (tests check that repaints make none).
         self.requests = 0
         self.evidence: EvidenceCharts | None = None
@@ -142,10 +150,16 @@ class AlertChart(Vertical):
             self.evidence.set_window(self.window)
 
     def follow(self) -> None:
-        """Refresh every FOLLOW_EVERY_S for FOLLOW_FOR_S: the signal answering a remediation."""
-        self.follow_until = self.clock() + FOLLOW_FOR_S
+        """Refresh every `follow_every_s` for `follow_for_s` (15 s for 5 minutes unless told
+        otherwise): the signal answering a remediation."""
+        every, length = self.follow_every_s, self.follow_for_s
+        self.follow_until = self.clock() + length
         self.refresh_now()
-        self.set_interval(FOLLOW_EVERY_S, self._tick, repeat=int(FOLLOW_FOR_S // FOLLOW_EVERY_S))
+        if self._follow_timer is not None:  # a second verified remediation: one timer, anew
+            self._follow_timer.stop()
+        self._follow_timer = self.set_interval(
+            every, self._tick, repeat=max(1, int(length // every))
+        )
 
     def _tick(self) -> None:
         if self.follow_until is None or self.clock() >= self.follow_until:

@@ -14,13 +14,21 @@ from textual.widgets import Static
 
 
 async def until(
-    pilot: Pilot[Any], what: str, ok: Callable[[], bool], within: float = 90, interval: float = 0.2
+    pilot: Pilot[Any],
+    what: str,
+    ok: Callable[[], bool],
+    within: float = 90,
+    interval: float = 0.2,
+    *,
+    seen: Callable[[], object] | None = None,
 ) -> None:
-    """Let the app run until `ok()` holds; fail naming `what` after `within` seconds."""
+    """Let the app run until `ok()` holds; fail naming `what` (and what was `seen` last, when
+    given) after `within` seconds."""
     deadline = time.monotonic() + within
     while not ok():
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
+            last = "" if seen is None else f"; saw {seen()!r}"
+            raise AssertionError(f"gave up after {within:g}s waiting for {what}{last}")
         await pilot.pause(interval)
 
 
