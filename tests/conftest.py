@@ -1,7 +1,8 @@
-"""Fixtures for the whole suite: real Redis and Prometheus servers, and a leak check.
+"""Fixtures for the whole suite: real Redis, Prometheus and Alertmanager servers, and a leak
+check.
 
-`redis_server` and `prometheus` are started once per session (they take a second each);
-tests that need their own configuration use `start_prometheus` / `start_redis` factories.
+`redis_srv`, `prometheus_srv` and `alertmanager_srv` are started once per session (they take a
+second each); tests that need their own configuration use `start_prometheus` / `start_redis`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from typing import Any
 import pytest
 
 from tests.harness.processes import STARTED_PIDS, pid_alive
-from tests.harness.servers import RunningServer, prometheus_server, redis_server
+from tests.harness.servers import (
+    RunningServer,
+    alertmanager_server,
+    prometheus_server,
+    redis_server,
+)
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +32,14 @@ def redis_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe
 @pytest.fixture(scope="session")
 def prometheus_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     with prometheus_server(tmp_path_factory.mktemp("prometheus")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def alertmanager_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """One real Alertmanager for the session; tests post their own alerts with unique labels
+    (and expire the silences they make) so that they do not see each other's."""
+    with alertmanager_server(tmp_path_factory.mktemp("alertmanager")) as server:
         yield server
 
 

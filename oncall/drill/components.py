@@ -159,6 +159,57 @@ def prometheus_argv(ports: Ports, directory: Path, layout: Layout | None = None)
     ]
 
 
+#: Alertmanager's route and inhibitions, as kube-prometheus ships them (its
+#: `alertmanager-secret.yaml`): alerts grouped by namespace and alertname, a critical alert
+#: inhibiting the warning and info alerts of the same name and namespace. The waits are short
+#: because a drill lasts minutes; the receiver sends nothing (the drill has no pager).
+ALERTMANAGER_INHIBIT_RULES: list[dict[str, Any]] = [
+    {
+        "source_matchers": ["severity = critical"],
+        "target_matchers": ["severity =~ warning|info"],
+        "equal": ["namespace", "alertname"],
+    },
+    {
+        "source_matchers": ["severity = warning"],
+        "target_matchers": ["severity = info"],
+        "equal": ["namespace", "alertname"],
+    },
+]
+
+
+def alertmanager_config() -> dict[str, Any]:
+    return {
+        "global": {"resolve_timeout": "5m"},
+        "route": {
+            "receiver": "null",
+            "group_by": ["namespace", "alertname"],
+            "group_wait": "1s",
+            "group_interval": "5s",
+            "repeat_interval": "12h",
+        },
+        "receivers": [{"name": "null"}],
+        "inhibit_rules": ALERTMANAGER_INHIBIT_RULES,
+    }
+
+
+def alertmanager_argv(port: int, directory: Path) -> list[str]:
+    """The real Alertmanager on one loopback port, its config and silences in `directory`.
+
+    `--cluster.listen-address=` (empty) turns off the HA gossip, which would otherwise bind
+    0.0.0.0:9094: one Alertmanager, loopback only.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "alertmanager.yml"
+    config.write_text(yaml.safe_dump(alertmanager_config(), sort_keys=False))
+    return [
+        require("prometheus-alertmanager", "prometheus-alertmanager"),
+        f"--config.file={config}",
+        f"--storage.path={directory / 'data'}",
+        f"--web.listen-address={LOOPBACK}:{port}",
+        "--cluster.listen-address=",
+    ]
+
+
 def http_get(url: str, timeout: float = 1.0) -> tuple[int, bytes]:
     """GET a loopback URL; (0, b"") when nothing answers."""
     try:

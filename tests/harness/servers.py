@@ -1,4 +1,5 @@
-"""Real redis-server and prometheus for tests, each in a temporary directory on a free port."""
+"""Real redis-server, prometheus and alertmanager for tests, each in a temporary directory on
+a free port."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import redis
 import yaml
 
+from oncall.drill.components import alertmanager_argv
 from tests.harness.processes import free_port, require_binary, serving
 
 
@@ -104,3 +106,16 @@ def prometheus_server(
     ready = functools.partial(_prometheus_ready, url)
     with serving(argv, log, ready, timeout=30, what="prometheus to be ready") as proc:
         yield RunningServer("prometheus", port, url, proc, directory)
+
+
+@contextlib.contextmanager
+def alertmanager_server(directory: Path) -> Iterator[RunningServer]:
+    """The real Alertmanager with the drill's route and inhibition rules, gossip off."""
+    require_binary("prometheus-alertmanager", "prometheus-alertmanager")
+    port = free_port()
+    argv = alertmanager_argv(port, directory)
+    url = f"http://127.0.0.1:{port}"
+    ready = functools.partial(_prometheus_ready, url)  # the same /-/ready endpoint
+    with serving(argv, directory / "alertmanager.log", ready, timeout=30,
+                 what="alertmanager to be ready") as proc:  # fmt: skip
+        yield RunningServer("alertmanager", port, url, proc, directory)
