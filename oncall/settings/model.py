@@ -63,6 +63,22 @@ class PrometheusSettings(Section):
     bearer_token: SecretStr | None = Field(None, description="Sent as Authorization: Bearer.")
 
 
+class AlertmanagerSettings(Section):
+    """The team's Alertmanager (API v2): silences and inhibitions on the board. Optional: with
+    no `url` the board has no silence column and nothing asks an Alertmanager."""
+
+    url: HttpUrl | None = Field(
+        None, description="Base URL of the Alertmanager (API v2); null: none is asked."
+    )
+    timeout: Duration = Field(3.0, description="Per-request timeout, connection included.")
+    bearer_token: SecretStr | None = Field(None, description="Sent as Authorization: Bearer.")
+    silences_refresh: Duration = Field(
+        60.0,
+        description="The silences list is read when an alert names a silence not seen yet, "
+        "and at most this long after the last read (a silence's end or comment changed).",
+    )
+
+
 class KubernetesSettings(Section):
     kubeconfig: Path | None = Field(None, description="kubeconfig file; default as kubectl.")
     context: str | None = Field(None, description="kubeconfig context; default: current.")
@@ -234,6 +250,7 @@ class Settings(Section):
 
     context: ContextSettings = Field(default_factory=ContextSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     vllm: VllmSettings = Field(default_factory=VllmSettings)
