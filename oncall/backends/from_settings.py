@@ -14,11 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from oncall.backends.alertmanager import AlertmanagerClient
     from oncall.backends.gpu import NvmlClient
     from oncall.backends.prometheus import PrometheusClient
     from oncall.backends.redis import RedisClient
     from oncall.backends.vllm import VllmClient
     from oncall.settings.model import (
+        AlertmanagerSettings,
         GpuSettings,
         PrometheusSettings,
         RedisSettings,
@@ -32,6 +34,16 @@ def prometheus_client(settings: PrometheusSettings) -> PrometheusClient:
 
     token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
     return PrometheusClient(settings.url, timeout=settings.timeout, bearer_token=token)
+
+
+def alertmanager_client(settings: AlertmanagerSettings) -> AlertmanagerClient | None:
+    """A client of the configured Alertmanager; None when `alertmanager.url` is not set."""
+    if settings.url is None:
+        return None
+    from oncall.backends.alertmanager import AlertmanagerClient
+
+    token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
+    return AlertmanagerClient(settings.url, timeout=settings.timeout, bearer_token=token)
 
 
 def redis_client(settings: RedisSettings) -> RedisClient:

@@ -6,9 +6,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from oncall.errors import BackendError
+
+if TYPE_CHECKING:
+    from oncall.model.alertmanager import InstanceRouting, RuleRouting
 
 AlertStateName = Literal["inactive", "pending", "firing", "unknown"]
 SourceName = Literal["prometheus", "local"]
@@ -186,6 +189,9 @@ class AlertInstance:
     reason: FailureReason | None = None  # set with `error` when the source could not answer
     #: The rule's annotations expanded for this label set and value (by Prometheus, or here).
     annotations: dict[str, str] = field(default_factory=dict)
+    #: What Alertmanager does with it (active, silenced, inhibited, unknown); None when no
+    #: Alertmanager is configured or the instance does not fire.
+    routing: InstanceRouting | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,9 @@ class RuleStatus:
     stale_since: float | None = None
     last_evaluation: float | None = None
     reason: FailureReason | None = None
+    #: Its firing instances as Alertmanager handles them, and its acknowledgement (`ack`);
+    #: None when no Alertmanager is configured or nothing fires.
+    routing: RuleRouting | None = None
 
     @property
     def unreachable(self) -> bool:

@@ -1,0 +1,182 @@
+"""Alertmanager API v2 client (httpx, async): the alerts it holds and its silences.
+
+Equivalent of `curl -s http://AM/api/v2/alerts` and `.../api/v2/silences` (what `amtool alert
+query` and `amtool silence query` ask). Every call is bounded by the client's timeout as a
+whole, and every failure becomes a `BackendError` as for Prometheus: "refused", "timeout",
+"auth" (401/403), "http <status>", or "bad payload" (not the API's JSON: an SSO proxy's HTML
+login page, or JSON of another shape). Shapes: prometheus/alertmanager `api/v2/openapi.yaml`
+(`gettableAlert`, `alertStatus`, `gettableSilence`), recorded in fixtures/alertmanager/.
+
+`request` is the one exchange, also for the write side (POST /api/v2/silences, DELETE
+/api/v2/silence/{id}), which lives with the actions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from oncall.backends.http import HttpBackend, status_reason
+from oncall.model.alertmanager import AmAlert, AmStateName, Silence, SilenceMatcher
+
+BACKEND = "alertmanager"
+_AM_STATES: frozenset[str] = frozenset({"unprocessed", "active", "suppressed"})
+_SILENCE_STATES: frozenset[str] = frozenset({"expired", "active", "pending"})
+
+
+def parse_time(raw: object) -> float | None:
+    """An RFC 3339 time as unix seconds ('2026-12-01T12:25:49.666Z'); Go's zero time and
+    an absent value are None. More than microsecond digits (another server's nanoseconds)
+    are cut, which `fromisoformat` would refuse."""
+    if not isinstance(raw, str) or not raw or raw.startswith("0001-01-01"):
+        return None
+    text = raw.replace("Z", "+00:00").replace("z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = f"{head}.{rest[: min(digits, 6)]}{rest[digits:]}" if digits else head + rest
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _strings(raw: object, what: str) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise ValueError(f"{what} is not a mapping of strings")
+    return raw
+
+
+def _ids(raw: object, what: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise ValueError(f"{what} is not a list of strings")
+    return tuple(raw)
+
+
+def parse_alert(raw: Any) -> AmAlert:
+    """One `gettableAlert`; ValueError/KeyError/TypeError when it is not one."""
+    status = raw["status"]
+    state = status["state"]
+    if state not in _AM_STATES:
+        raise ValueError(f"alert state {state!r}")
+    am_state: AmStateName = state
+    return AmAlert(
+        fingerprint=str(raw["fingerprint"]),
+        labels=_strings(raw["labels"], "labels"),
+        state=am_state,
+        silenced_by=_ids(status.get("silencedBy"), "silencedBy"),
+        inhibited_by=_ids(status.get("inhibitedBy"), "inhibitedBy"),
+        starts_at=parse_time(raw.get("startsAt")),
+        ends_at=parse_time(raw.get("endsAt")),
+    )
+
+
+def parse_silence(raw: Any) -> Silence:
+    """One `gettableSilence`; ValueError/KeyError/TypeError when it is not one."""
+    state = raw["status"]["state"]
+    if state not in _SILENCE_STATES:
+        raise ValueError(f"silence state {state!r}")
+    matchers = tuple(
+        SilenceMatcher(
+            name=str(m["name"]),
+            value=str(m["value"]),
+            is_regex=bool(m.get("isRegex", False)),
+            # isEqual came with 0.22; older servers only had equality matchers.
+            is_equal=bool(m.get("isEqual", True)),
+        )
+        for m in raw["matchers"]
+    )
+    starts, ends = parse_time(raw.get("startsAt")), parse_time(raw.get("endsAt"))
+    if starts is None or ends is None:
+        raise ValueError("silence without startsAt/endsAt")
+    return Silence(
+        id=str(raw["id"]),
+        state=state,
+        matchers=matchers,
+        created_by=str(raw.get("createdBy", "")),
+        comment=str(raw.get("comment", "")),
+        starts_at=starts,
+        ends_at=ends,
+        updated_at=parse_time(raw.get("updatedAt")),
+    )
+
+
+class AlertmanagerClient(HttpBackend):
+    """One connection pool to one Alertmanager; use as `async with AlertmanagerClient(...)`."""
+
+    BACKEND = BACKEND
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        bearer_token: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"Accept": "application/json"}
+        if bearer_token:
+            headers["Authorization"] = f"Bearer {bearer_token}"
+        super().__init__(url, timeout=timeout, headers=headers, transport=transport)
+        self.requests = 0  # how many API requests this client made (benchmarks count them)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Sequence[tuple[str, str]] | None = None,
+        body: Any = None,
+        expect_json: bool = True,
+    ) -> Any:
+        """One API exchange; its JSON body (None when `expect_json` is false), or BackendError.
+
+        Alertmanager's own errors are a JSON string or plain text with a 4xx/5xx status
+        ("silence not found", a bad matcher): quoted, redacted, in the error's detail.
+        """
+        self.requests += 1
+        query = tuple(params or ())  # a tuple: httpx's parameter type is invariant in a list
+        response = await self._exchange(self._http.request(method, path, params=query, json=body))
+        if response.status_code >= 400:
+            status = response.status_code
+            snippet = response.text[:160].replace("\n", " ").strip().strip('"')
+            detail = f"http {status} {response.reason_phrase}"
+            raise self._error(
+                status_reason(status), f"{detail}: {snippet}" if snippet else detail,
+                http_status=status,
+            )  # fmt: skip
+        if not expect_json:
+            return None
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            snippet = response.text[:80].replace("\n", " ")
+            detail = f"not an Alertmanager API response: {snippet!r}"
+            raise self._error("bad payload", detail) from exc
+
+    async def alerts(self, *, matchers: list[str] | None = None) -> list[AmAlert]:
+        """Every alert it holds (`GET /api/v2/alerts`: active, silenced, inhibited and
+        unprocessed), optionally only those matching `matchers` ('alertname="X"')."""
+        params = [("filter", m) for m in matchers or []] or None
+        raw = await self.request("GET", "/api/v2/alerts", params=params)
+        if not isinstance(raw, list):
+            raise self._error("bad payload", "alerts response is not a list")
+        try:
+            return [parse_alert(item) for item in raw]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._error("bad payload", f"malformed alert: {exc}") from exc
+
+    async def silences(self) -> list[Silence]:
+        """Every silence it keeps, expired ones included (`GET /api/v2/silences`)."""
+        raw = await self.request("GET", "/api/v2/silences")
+        if not isinstance(raw, list):
+            raise self._error("bad payload", "silences response is not a list")
+        try:
+            return [parse_silence(item) for item in raw]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._error("bad payload", f"malformed silence: {exc}") from exc
