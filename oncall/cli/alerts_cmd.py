@@ -5,6 +5,11 @@ Every rule of the packs and `alerts.files`, and those Prometheus evaluates that
 (`severity="page"`, `team=~"infer.*"`) and whose text has its words; a selection that keeps
 nothing says so on stderr (the exit code is still the one of the rows kept).
 
+With `alertmanager.url`, each firing alert says how many of its instances are active,
+silenced (by whom, until when, why: in `-o json`) or inhibited (by which alerts), from one
+`GET /api/v2/alerts`; Alertmanager down says `unknown: REASON` there and changes nothing else
+(not the exit code either: the states are Prometheus').
+
 Exit codes: 1 when an alert fires, 3 when any alert's state is not known because of the
 backend (unreachable, 401/403 "auth", an HTML login page or other "bad payload": a script must
 never read "all well" then), 2 for bad settings or rule files (every problem with
@@ -19,14 +24,21 @@ import json
 import math
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oncall.cli.config_cmd import load_from_args
 from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, UsageError
+from oncall.model.alertmanager import InstanceRouting, RuleRouting, Silence
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.redaction import redact
 from oncall.service.alerts import AlertsReport, alert_engine
+from oncall.service.routing import alertmanager_view
+
+if TYPE_CHECKING:
+    from oncall.alerts.engine import AlertEngine
+    from oncall.service.routing import AlertmanagerView
+    from oncall.settings import Settings
 
 
 def _duration(seconds: float | None) -> str:
@@ -61,16 +73,56 @@ def _value(value: float | None, unit: str | None = None) -> str:
 
 def render_table(report: AlertsReport) -> str:
     now = report.evaluated_at
-    header = ("ALERT", "SEVERITY", "STATE", "VALUE", "WHEN", "SOURCE", "NOTE")
-    rows = [header]
+    am = report.alertmanager is not None
+    header: tuple[str, ...] = ("ALERT", "SEVERITY", "STATE", "VALUE", "WHEN", "SOURCE", "NOTE")
+    header += ("ALERTMANAGER",) if am else ()
+    rows: list[tuple[str, ...]] = [header]
     for s in report.statuses:
         note = s.error or ""
-        rows.append((s.rule.name, s.rule.severity, s.state.upper(), _value(s.value, s.rule.unit),
-                     when(s, now), s.source, note[:60]))  # fmt: skip
+        row = (s.rule.name, s.rule.severity, s.state.upper(), _value(s.value, s.rule.unit),
+               when(s, now), s.source, note[:60])  # fmt: skip
+        rows.append((*row, (s.routing.text() if s.routing else "")[:60]) if am else row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-    return f"{stamp}  prometheus {redact(report.prometheus)}\n" + "\n".join(lines) + "\n"
+    head = f"{stamp}  prometheus {redact(report.prometheus)}"
+    if report.alertmanager is not None:
+        head += f"  alertmanager {redact(report.alertmanager)}"
+    return head + "\n" + "\n".join(lines) + "\n"
+
+
+def _silence(s: Silence) -> dict[str, Any]:
+    return {
+        "id": s.id, "created_by": s.created_by, "comment": s.comment, "starts_at": s.starts_at,
+        "ends_at": s.ends_at, "state": s.state, "matchers": s.matchers_text(),
+    }  # fmt: skip
+
+
+def routing_json(r: InstanceRouting | None) -> dict[str, Any] | None:
+    """An instance's routing in `-o json`: state, the silences (who, until, why), inhibitors."""
+    if r is None:
+        return None
+    known = {s.id for s in r.silences}
+    # A silence made since the silences list was read is known by its id alone.
+    silences = [_silence(s) for s in r.silences] + [
+        {"id": i} for i in r.silenced_by if i not in known
+    ]
+    inhibitors = [{"fingerprint": i.fingerprint, "labels": i.labels} for i in r.inhibited_by]
+    return {
+        "state": r.state, "silenced_by": silences, "inhibited_by": inhibitors,
+        "reason": r.reason, "error": r.error,
+    }  # fmt: skip
+
+
+def rule_routing_json(r: RuleRouting | None) -> dict[str, Any] | None:
+    """A rule's counts in `-o json`; `ack` is the acknowledgement (null: none)."""
+    if r is None:
+        return None
+    ack = None if r.ack is None else {"by": r.ack.by, "at": r.ack.at, "note": r.ack.note}
+    return {
+        "active": r.active, "silenced": r.silenced, "inhibited": r.inhibited, "other": r.other,
+        "unknown": r.unknown, "reason": r.reason, "error": r.error, "ack": ack,
+    }  # fmt: skip
 
 
 def _instance(i: Any) -> dict[str, Any]:
@@ -78,6 +130,7 @@ def _instance(i: Any) -> dict[str, Any]:
         "state": i.state, "labels": i.labels, "value": i.value, "active_since": i.active_since,
         "fires_in_s": i.fires_in_s, "firing_for_s": i.firing_for_s,
         "last_evaluation": i.last_evaluation, "stale_since": i.stale_since, "error": i.error,
+        "alertmanager": routing_json(i.routing),
     }  # fmt: skip
 
 
@@ -104,11 +157,14 @@ def render_json(report: AlertsReport) -> str:
             "annotations": s.rule.annotations,
             "file": f"{s.rule.file}:{s.rule.line}" if s.rule.line else s.rule.file,
             "instances": [_instance(i) for i in s.instances],
+            "alertmanager": rule_routing_json(s.routing),
         }
         for s in report.statuses
     ]
     prometheus = redact(report.prometheus)
-    body = {"evaluated_at": report.evaluated_at, "prometheus": prometheus, "alerts": alerts}
+    am = redact(report.alertmanager) if report.alertmanager is not None else None
+    body = {"evaluated_at": report.evaluated_at, "prometheus": prometheus, "alertmanager": am}
+    body["alerts"] = alerts
     return json.dumps(body, indent=2)
 
 
@@ -141,20 +197,37 @@ def _say_if_empty(statuses: list[RuleStatus], kept: list[RuleStatus], text: str 
 async def _run(args: argparse.Namespace) -> int:
     selection = _selection(getattr(args, "match", None))
     settings = load_from_args(args).settings
-    async with alert_engine(settings) as engine:
-        while True:
-            now = time.time()
-            every = await engine.refresh(now)
-            statuses = [s for s in every if status_matches(selection, s)]
-            _say_if_empty(every, statuses, getattr(args, "match", None))
-            report = AlertsReport(statuses, now, settings.prometheus.url)
-            text = render_json(report) if args.output == "json" else render_table(report)
-            if args.watch and sys.stdout.isatty():
-                sys.stdout.write("\x1b[H\x1b[2J")  # redraw in place, like watch(1)
-            print(text, flush=True)
-            if not args.watch:
-                return exit_code(report)
-            await asyncio.sleep(max(0.0, settings.alerts.refresh - (time.time() - now)))
+    # grace None: the answer waits for Alertmanager too, bounded by its timeout.
+    view = alertmanager_view(settings, grace=None)
+    try:
+        async with alert_engine(settings) as engine:
+            return await _loop(args, settings, engine, view, selection)
+    finally:
+        await view.aclose()
+
+
+async def _loop(
+    args: argparse.Namespace,
+    settings: Settings,
+    engine: AlertEngine,
+    view: AlertmanagerView,
+    selection: Selection,
+) -> int:
+    while True:
+        now = time.time()
+        view.start()  # beside Prometheus' request, not after it
+        every = await view.annotate(await engine.refresh(now))
+        statuses = [s for s in every if status_matches(selection, s)]
+        _say_if_empty(every, statuses, getattr(args, "match", None))
+        am_url = settings.alertmanager.url
+        report = AlertsReport(statuses, now, settings.prometheus.url, am_url)
+        text = render_json(report) if args.output == "json" else render_table(report)
+        if args.watch and sys.stdout.isatty():
+            sys.stdout.write("\x1b[H\x1b[2J")  # redraw in place, like watch(1)
+        print(text, flush=True)
+        if not args.watch:
+            return exit_code(report)
+        await asyncio.sleep(max(0.0, settings.alerts.refresh - (time.time() - now)))
 
 
 def run(args: argparse.Namespace) -> int:

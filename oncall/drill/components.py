@@ -192,6 +192,12 @@ def alertmanager_config() -> dict[str, Any]:
     }
 
 
+def alerting_config(alertmanager_port: int) -> dict[str, Any]:
+    """Prometheus' `alerting:` section sending to the Alertmanager on that loopback port."""
+    target = f"{LOOPBACK}:{alertmanager_port}"
+    return {"alertmanagers": [{"api_version": "v2", "static_configs": [{"targets": [target]}]}]}
+
+
 def alertmanager_argv(port: int, directory: Path) -> list[str]:
     """The real Alertmanager on one loopback port, its config and silences in `directory`.
 

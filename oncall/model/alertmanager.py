@@ -10,7 +10,7 @@ reason). `RuleRouting` counts them for a rule's row. The terminal app imports th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from oncall.model.alerts import FailureReason
@@ -79,6 +79,18 @@ class AmAlert:
     @property
     def name(self) -> str:
         return self.labels.get("alertname", "")
+
+
+@dataclass(frozen=True)
+class AmSnapshot:
+    """One read of Alertmanager (unix time `at`): the alerts it holds, the silences known
+    then (by id), or why it could not be read (`reason`, `error`; no alerts then)."""
+
+    at: float
+    alerts: tuple[AmAlert, ...] = ()
+    silences: dict[str, Silence] = field(default_factory=dict)
+    reason: FailureReason | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class AlertsReport:
     statuses: list[RuleStatus]
     evaluated_at: float
     prometheus: str
+    alertmanager: str | None = None  # its URL when configured: the routing columns are shown
 
     @property
     def firing(self) -> bool:

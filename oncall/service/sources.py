@@ -27,6 +27,7 @@ from oncall.settings import Settings
 if TYPE_CHECKING:
     from oncall.alerts.engine import AlertEngine
     from oncall.probes.context import ProbeContext
+    from oncall.service.routing import AlertmanagerView
 
 __all__ = ["AlertsSource", "ChecklistRunner", "LiveAlerts", "LiveChecklists", "NoRunbook"]
 
@@ -69,12 +70,14 @@ class ChecklistRunner(Protocol):
 
 
 class LiveAlerts:
-    """The configured packs' states from the configured Prometheus, engine made on first use."""
+    """The configured packs' states from the configured Prometheus, engine made on first use;
+    with `alertmanager.url`, each firing instance's routing (silenced, inhibited) too."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._stack = AsyncExitStack()
         self._engine: AlertEngine | None = None
+        self.alertmanager: AlertmanagerView | None = None  # made with the engine
 
     async def refresh(self) -> list[RuleStatus]:
         if self._engine is None:
@@ -87,7 +90,13 @@ class LiveAlerts:
 
             await add_cluster_rules(engine, self.settings)  # alerts.prometheus_rules: cluster
             self._engine = engine
-        return await self._engine.refresh()
+            self.alertmanager = _alertmanager_view(self.settings)
+            self._stack.push_async_callback(self.alertmanager.aclose)
+        view = self.alertmanager
+        if view is None:
+            return await self._engine.refresh()
+        view.start()  # beside Prometheus' request, not after it
+        return await view.annotate(await self._engine.refresh())
 
     async def history(self) -> dict[str, list[tuple[float, float]]]:
         if self._engine is None:
@@ -167,6 +176,14 @@ def _open_engine(settings: Settings) -> AlertEngine:
     from oncall.service.alerts import open_alert_engine
 
     return open_alert_engine(settings)
+
+
+def _alertmanager_view(settings: Settings) -> AlertmanagerView:
+    """The board's Alertmanager reads (none asked without `alertmanager.url`): waited for at
+    most half a second after Prometheus answered, so that a slow one never holds the board."""
+    from oncall.service.routing import alertmanager_view
+
+    return alertmanager_view(settings, grace=0.5)
 
 
 def _import_checklist_machinery() -> None:

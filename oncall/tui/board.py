@@ -16,6 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
+from oncall.model.alertmanager import RuleRouting
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.settings import Settings
@@ -45,6 +46,32 @@ COLUMNS = (
     ("source", "Source"),
     ("note", "Note"),
 )
+
+#: With `alertmanager.url`: how Alertmanager handles the firing instances, after Findings.
+ROUTING_COLUMN = ("routing", "Alertmanager")
+
+
+def columns(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """The board's columns: the routing column only when an Alertmanager is configured."""
+    if settings.alertmanager.url is None:
+        return COLUMNS
+    at = [key for key, _ in COLUMNS].index("findings") + 1
+    return (*COLUMNS[:at], ROUTING_COLUMN, *COLUMNS[at:])
+
+
+def routing_cell(routing: RuleRouting | None) -> tuple[str, str | None]:
+    """'2 silenced, 1 active' in the muted colour when nothing of it is active, 'unknown:
+    timeout' as a warning; an acknowledgement ('ack alice') first (`RuleRouting.ack`)."""
+    if routing is None:
+        return "", None
+    text = routing.text()
+    if routing.ack is not None:
+        text = f"ack {routing.ack.by}" + (f" · {text}" if text else "")
+    if routing.unknown:
+        return text, "warning"
+    quiet = routing.total and not routing.active and not routing.other
+    return text, "foreground-muted" if quiet else None
+
 
 #: The sparkline: the last hour, one character per five minutes.
 HISTORY_SPAN_S = 3600.0
@@ -118,10 +145,12 @@ class BoardScreen(Screen[None]):
         self._keys: list[str] = []
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._composed = False  # `is_mounted` is still false while on_mount runs
+        self.columns = columns(settings)
+        self._routing = self.columns != COLUMNS
 
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
-        yield new_table("alerts", COLUMNS)
+        yield new_table("alerts", self.columns)
         yield Static("waiting for the first refresh…", id="board-status", markup=False)
         yield Input(placeholder='filter: words, or severity="page" team=~"infer.*"', id="filter")
         yield Footer()
@@ -138,11 +167,15 @@ class BoardScreen(Screen[None]):
         findings = run.findings() if run is not None else ""
         colour = findings_colour(run) if run is not None else None
         evaluated = status.last_evaluation
+        routing: tuple[Cell, ...] = ()
+        if self._routing:
+            routing = ((*routing_cell(status.routing), False),)
         return (
             (f"{STATE_SYMBOL[state]} {state}", STATE_COLOUR[state], state == "firing"),
             (status.rule.name, None, state == "firing"),
             (when(status, now), None, False),
             (findings, colour, False),
+            *routing,
             (alert_value(status.value, status.rule.threshold, status.rule.unit), None, False),
             (self.history_of(status.rule.name, now), STATE_COLOUR[state], False),
             (f"{duration(now - evaluated)} ago" if evaluated is not None else "", None, False),
@@ -183,7 +216,7 @@ class BoardScreen(Screen[None]):
         else:
             for key, cells in rows:
                 old = self._cells.get(key, ())
-                for (column, _), cell, before in zip(COLUMNS, cells, old, strict=False):
+                for (column, _), cell, before in zip(self.columns, cells, old, strict=False):
                     if cell != before:
                         table.update_cell(key, column, self._text(cell), update_width=True)
         self._keys, self._cells = keys, dict(rows)

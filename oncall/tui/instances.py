@@ -3,7 +3,9 @@
 One line per instance — state, label set (without `alertname`), active since, value — and
 the instance's summary as Prometheus expanded it (or the local evaluation did, the same way),
 the worst first (firing, then pending); at most `SHOWN` of them, then how many more, so that
-the screen still fits 80x24.
+the screen still fits 80x24. With an Alertmanager configured, a firing instance's line ends
+with what Alertmanager does with it (`am active`, `am silenced`, …), and a silenced,
+inhibited or unknown one has a line saying by whom until when and why, by what, or the reason.
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ def instance_lines(status: RuleStatus | None, now: float) -> list[str]:
             parts.append(f"since {duration(now - instance.active_since)}")
         if instance.value is not None:
             parts.append(f"value {instance.value:.4g}")
+        routing = instance.routing
+        if routing is not None:
+            parts.append(f"am {routing.state}")
         lines.append("  ".join(parts))
+        if routing is not None and routing.state in ("silenced", "inhibited", "unknown"):
+            lines.append(f"    {routing.text(now)}")
         summary = instance.annotations.get("summary") or instance.annotations.get("description")
         if summary:
             lines.append(f"    {summary.strip().splitlines()[0]}")

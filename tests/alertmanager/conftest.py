@@ -9,13 +9,15 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.harness.servers import RunningServer
+from tests.harness.processes import wait_until
+from tests.harness.servers import RunningServer, prometheus_server
 
 PostAlerts = Callable[[list[dict[str, str]]], None]
 Silence = Callable[..., str]
@@ -76,3 +78,68 @@ def silence(alertmanager_srv: RunningServer, test_label: str) -> Iterator[Silenc
     yield create
     for silence_id in made:
         httpx.delete(f"{alertmanager_srv.url}/api/v2/silence/{silence_id}", timeout=5)
+
+
+RULES = """groups:
+- name: amtest
+  rules:
+  - alert: AmVllmOOMKilled
+    expr: >-
+      label_replace(label_replace(vector(1), "pod", "vllm-a", "", ""),
+        "severity", "critical", "", "")
+      or label_replace(label_replace(vector(1), "pod", "vllm-b", "", ""),
+        "severity", "warning", "", "")
+    labels: {namespace: ai, test: "%(label)s"}
+    annotations: {summary: "vLLM container OOM-killed in ai/{{ $labels.pod }}"}
+  - alert: AmP99High
+    expr: >-
+      label_replace(vector(2.5), "model", "qwen", "", "")
+      or label_replace(vector(1.9), "model", "llama", "", "")
+    labels: {severity: page, namespace: ai, test: "%(label)s"}
+  - alert: AmQuiet
+    expr: vector(0) > 1
+    labels: {severity: page, test: "%(label)s"}
+"""
+#: What RULES make Alertmanager hold: two alerts of each firing rule.
+HELD = 4
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A Prometheus evaluating RULES (label `test=<label>`) and sending to the session's
+    Alertmanager: two instances of AmVllmOOMKilled (critical vllm-a inhibits warning vllm-b)
+    and two of AmP99High (model qwen and llama); AmQuiet stays inactive."""
+
+    prometheus: RunningServer
+    alertmanager: RunningServer
+    label: str
+
+    def held(self) -> list[dict[str, Any]]:
+        response = httpx.get(
+            f"{self.alertmanager.url}/api/v2/alerts",
+            params={"filter": f'test="{self.label}"'}, timeout=5,
+        )  # fmt: skip
+        response.raise_for_status()
+        alerts: list[dict[str, Any]] = response.json()
+        return alerts
+
+
+@pytest.fixture(scope="module")
+def routed(
+    tmp_path_factory: pytest.TempPathFactory, alertmanager_srv: RunningServer
+) -> Iterator[Routed]:
+    """One Prometheus per module (the session's has no rules and sends nowhere), whose alerts
+    the session's Alertmanager holds before the first test."""
+    label = uuid.uuid4().hex[:12]
+    directory = tmp_path_factory.mktemp("routed")
+    rules = directory / "rules.yaml"
+    rules.write_text(RULES % {"label": label})
+    with prometheus_server(
+        directory, rule_files=[rules], alertmanager_port=alertmanager_srv.port
+    ) as prom:
+        found = Routed(prom, alertmanager_srv, label)
+        wait_until(
+            lambda: len(found.held()) == HELD, timeout=30,
+            what="Prometheus' alerts in Alertmanager",
+        )  # fmt: skip
+        yield found

@@ -15,7 +15,7 @@ import httpx
 import redis
 import yaml
 
-from oncall.drill.components import alertmanager_argv
+from oncall.drill.components import alerting_config, alertmanager_argv
 from tests.harness.processes import free_port, require_binary, serving
 
 
@@ -82,8 +82,10 @@ def prometheus_server(
     scrape_configs: list[dict[str, Any]] | None = None,
     rule_files: list[Path] | None = None,
     interval: str = "1s",
+    alertmanager_port: int | None = None,
 ) -> Iterator[RunningServer]:
-    """A prometheus scraping and evaluating every `interval`, with the given jobs and rules."""
+    """A prometheus scraping and evaluating every `interval`, with the given jobs and rules,
+    sending its alerts to the Alertmanager on `alertmanager_port` when given."""
     binary = require_binary("prometheus", "prometheus")
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -92,6 +94,12 @@ def prometheus_server(
         "rule_files": [str(path) for path in rule_files or []],
         "scrape_configs": scrape_configs or [],
     }
+    argv_extra: list[str] = []
+    if alertmanager_port is not None:
+        config["alerting"] = alerting_config(alertmanager_port)
+        # Alerts sent before Alertmanager is discovered are dropped and sent again only a
+        # resend delay later (default 1m): a second, as the drill does.
+        argv_extra.append("--rules.alert.resend-delay=1s")
     config_file = directory / "prometheus.yml"
     config_file.write_text(yaml.safe_dump(config))
     argv = [
@@ -100,6 +108,7 @@ def prometheus_server(
         f"--storage.tsdb.path={directory / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
         "--web.enable-lifecycle",
+        *argv_extra,
     ]
     log = directory / "prometheus.log"
     url = f"http://127.0.0.1:{port}"

@@ -1,0 +1,191 @@
+"""What Alertmanager does with each firing instance: read once per refresh, joined to the
+rules' states.
+
+Cost, steady state: one request per refresh, `GET /api/v2/alerts`. Each alert there names the
+silences muting it (`silencedBy`, ids) and the alerts inhibiting it (`inhibitedBy`,
+fingerprints of alerts of the same answer), so states and inhibitors need nothing more. The
+silences' details (who, until when, comment) come from `GET /api/v2/silences`, read only when
+an alert names a silence not seen yet, when asked (`invalidate`, after a silence is made or
+expired here), or `alertmanager.silences_refresh` after the last read (a silence extended or
+re-commented keeps its id). A silence list of a busy team is thousands of entries, most of
+them expired; reading it every refresh would double the cost for nothing new.
+
+Alertmanager must never slow or break the board: its read runs beside Prometheus', one at a
+time; the board waits for it at most `grace` seconds after Prometheus answered, then shows the
+last good answer (or `unknown`) and takes the late one at the next refresh. A failure makes
+every firing instance `unknown` with the reason; Prometheus' states are shown as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from oncall.backends import from_settings
+from oncall.backends.alertmanager import AlertmanagerClient
+from oncall.errors import BackendError
+from oncall.model.alertmanager import (
+    AmAlert,
+    AmSnapshot,
+    Inhibitor,
+    InstanceRouting,
+    RuleRouting,
+    Silence,
+)
+from oncall.model.alerts import AlertInstance, RuleStatus, failure_reason
+from oncall.settings import Settings
+
+
+class AlertmanagerView:
+    """The latest Alertmanager read, and the routing it gives the rules' statuses."""
+
+    def __init__(
+        self,
+        client: AlertmanagerClient | None,
+        *,
+        silences_refresh: float = 60.0,
+        grace: float | None = 0.5,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.silences_refresh = silences_refresh
+        self.grace = grace  # None: wait for the whole read (the CLI), bounded by its timeout
+        self.clock = clock
+        self.snapshot: AmSnapshot | None = None
+        self._silences: dict[str, Silence] = {}
+        self._silences_at: float | None = None
+        self._task: asyncio.Task[AmSnapshot] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.client is not None
+
+    def invalidate(self) -> None:
+        """Read the silences list again at the next read (a silence was made or expired)."""
+        self._silences_at = None
+
+    def start(self) -> None:
+        """Start a read unless one is in flight (call it when the Prometheus refresh starts)."""
+        if self.client is not None and (self._task is None or self._task.done()):
+            self._task = asyncio.create_task(self._read(self.client))
+
+    async def latest(self) -> AmSnapshot | None:
+        """The read started last, waited for at most `grace` seconds; else the last one done."""
+        if self._task is None:
+            return self.snapshot
+        if not self._task.done():
+            await asyncio.wait([self._task], timeout=self.grace)
+        if self._task.done():
+            self.snapshot = self._task.result()
+        elif self.snapshot is None or self.snapshot.reason is not None:
+            waited = f"no answer within {self.grace:g}s yet (the request is still waiting)"
+            return AmSnapshot(self.clock(), reason="timeout", error=f"alertmanager: {waited}")
+        return self.snapshot
+
+    async def annotate(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
+        """`statuses` with each firing instance's routing and each firing rule's counts."""
+        if self.client is None:
+            return statuses
+        self.start()
+        snapshot = await self.latest()
+        return route(statuses, snapshot) if snapshot is not None else statuses
+
+    async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.client is not None:
+            await self.client.aclose()
+
+    async def _read(self, client: AlertmanagerClient) -> AmSnapshot:
+        try:
+            alerts = await client.alerts()
+        except BackendError as exc:
+            return AmSnapshot(self.clock(), reason=failure_reason(exc), error=str(exc))
+        now = self.clock()
+        named = {sid for alert in alerts for sid in alert.silenced_by}
+        stale = self._silences_at is None or now - self._silences_at >= self.silences_refresh
+        if stale or not named <= self._silences.keys():
+            try:
+                self._silences = {s.id: s for s in await client.silences()}
+                self._silences_at = now
+            except BackendError:
+                pass  # the states are known; the details wait for the next read
+        return AmSnapshot(now, tuple(alerts), self._silences)
+
+
+def alertmanager_view(settings: Settings, *, grace: float | None) -> AlertmanagerView:
+    """The view of the configured Alertmanager (disabled without `alertmanager.url`)."""
+    config = settings.alertmanager
+    client = from_settings.alertmanager_client(config)
+    return AlertmanagerView(client, silences_refresh=config.silences_refresh, grace=grace)
+
+
+def route(statuses: list[RuleStatus], snapshot: AmSnapshot) -> list[RuleStatus]:
+    """Join Alertmanager's alerts to the rules' firing instances, by label set.
+
+    Prometheus sends an instance's labels (plus its `external_labels`, which the instance
+    lacks): an Alertmanager alert is keyed by the labels of the names the rule's instances
+    have, so extra labels do not stop the match.
+    """
+    by_name: dict[str, list[AmAlert]] = {}
+    for alert in snapshot.alerts:
+        by_name.setdefault(alert.name, []).append(alert)
+    fingerprints = {alert.fingerprint: alert for alert in snapshot.alerts}
+    out = []
+    for status in statuses:
+        firing = [i for i in status.instances if i.state == "firing"]
+        if not firing:
+            out.append(status)
+            continue
+        if snapshot.reason is not None:
+            unknown = InstanceRouting("unknown", reason=snapshot.reason, error=snapshot.error)
+            routings = dict.fromkeys(map(id, firing), unknown)
+        else:
+            routings = _routings(firing, by_name.get(status.rule.name, []), snapshot, fingerprints)
+        instances = tuple(
+            replace(i, routing=routings[id(i)]) if id(i) in routings else i
+            for i in status.instances
+        )
+        counts = RuleRouting.of(list(routings.values()))
+        out.append(replace(status, instances=instances, routing=counts))
+    return out
+
+
+def _routings(
+    firing: list[AlertInstance],
+    held: list[AmAlert],
+    snapshot: AmSnapshot,
+    fingerprints: dict[str, AmAlert],
+) -> dict[int, InstanceRouting]:
+    names = {name for instance in firing for name in instance.labels}
+    index = {
+        frozenset((k, v) for k, v in alert.labels.items() if k in names): alert for alert in held
+    }
+    missing = InstanceRouting("missing")
+    active = InstanceRouting("active")
+    result: dict[int, InstanceRouting] = {}
+    for instance in firing:
+        alert = index.get(frozenset(instance.labels.items()))
+        if alert is None:
+            result[id(instance)] = missing
+        elif alert.silenced_by:
+            silences = tuple(
+                snapshot.silences[s] for s in alert.silenced_by if s in snapshot.silences
+            )
+            result[id(instance)] = InstanceRouting(
+                "silenced", silenced_by=alert.silenced_by, silences=silences
+            )
+        elif alert.inhibited_by:
+            inhibitors = tuple(
+                Inhibitor(fp, fingerprints[fp].labels if fp in fingerprints else None)
+                for fp in alert.inhibited_by
+            )
+            result[id(instance)] = InstanceRouting("inhibited", inhibited_by=inhibitors)
+        elif alert.state == "unprocessed":
+            result[id(instance)] = InstanceRouting("unprocessed")
+        else:
+            result[id(instance)] = active
+    return result
