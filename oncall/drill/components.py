@@ -39,6 +39,7 @@ class Ports:
     gateway: int
     gpu: int
     prometheus: int
+    alertmanager: int
 
     def url(self, name: str) -> str:
         return f"http://{LOOPBACK}:{getattr(self, name)}"
@@ -128,6 +129,7 @@ def prometheus_config(
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
         "rule_files": [str(directory / "rules" / "*.yaml")],
+        "alerting": alerting_config(ports.alertmanager),
         "scrape_configs": [
             static("prometheus", ports.prometheus),
             static("ai-gateway", ports.gateway),
@@ -156,6 +158,9 @@ def prometheus_argv(ports: Ports, directory: Path, layout: Layout | None = None)
         f"--web.listen-address={LOOPBACK}:{ports.prometheus}",
         "--web.enable-lifecycle",
         "--storage.tsdb.retention.time=2d",
+        # Alerts sent before Alertmanager is discovered are dropped, and sent again only a
+        # resend delay later (default 1m, a long time in a drill).
+        "--rules.alert.resend-delay=2s",
     ]
 
 
@@ -256,8 +261,8 @@ def http_request(
 
 def ready(name: str, ports: Ports) -> bool:
     """Is the named component answering the way it will be used?"""
-    if name == "prometheus":
-        return http_get(f"{ports.url('prometheus')}/-/ready")[0] == 200
+    if name in ("prometheus", "alertmanager"):
+        return http_get(f"{ports.url(name)}/-/ready")[0] == 200
     if name == "cluster":
         # Ready pods behind the Service: the vLLM simulators answer through it.
         return http_get(f"{ports.url('vllm_service')}/health")[0] == 200

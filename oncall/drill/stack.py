@@ -1,6 +1,7 @@
 """`drill up / down / status / inject / clear`: run the whole simulated stack.
 
-`up` starts real redis-server, prometheus-redis-exporter and prometheus plus the simulators
+`up` starts real redis-server, prometheus-redis-exporter, alertmanager and prometheus (sending
+its alerts to that alertmanager) plus the simulators
 (the cluster: Kubernetes API, vLLM pods, GPU exporter; the AI gateway) and a bounded load
 generator, all on free
 loopback ports, in the background; it writes `oncall.yaml` and a kubeconfig for the app into
@@ -132,6 +133,7 @@ def write_app_config(directory: Path, ports: Ports, for_scale: float) -> Path:
     settings = {
         "context": {"name": "drill", "production": False},
         "prometheus": {"url": ports.url("prometheus"), "timeout": "2s"},
+        "alertmanager": {"url": ports.url("alertmanager"), "timeout": "2s"},
         "kubernetes": {"kubeconfig": str(directory / "kubeconfig"), "namespace": "ai"},
         "redis": {"url": f"redis://{LOOPBACK}:{ports.redis}/0", "timeout": "1s"},
         "vllm": {"urls": [ports.url("vllm_service")]},
@@ -169,6 +171,7 @@ def up(options: UpOptions) -> DrillState:
     state.ports = dict(vars(ports))
     state.urls = {
         "prometheus": ports.url("prometheus"),
+        "alertmanager": ports.url("alertmanager"),
         "gateway": ports.url("gateway"),
         "vllm": ports.url("vllm_service"),
         "kubernetes": ports.url("cluster_api"),
@@ -180,6 +183,8 @@ def up(options: UpOptions) -> DrillState:
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)
         _start(state, "redis-exporter", c.redis_exporter_argv(ports), ports.redis_exporter)
+        am = c.alertmanager_argv(ports.alertmanager, directory / "alertmanager")
+        _start(state, "alertmanager", am, ports.alertmanager)
         _start(state, "prometheus", c.prometheus_argv(ports, directory, layout), ports.prometheus)
         _wait_ready(state, ports, options.timeout)
         _set_degradation_level(ports, 0)
