@@ -62,10 +62,12 @@ class Silence:
 
 @dataclass(frozen=True)
 class AmAlert:
-    """One alert as Alertmanager holds it (`gettableAlert`), times as unix seconds.
+    """One alert as Alertmanager holds it (`gettableAlert`).
 
     `inhibited_by` holds the fingerprints of the inhibiting alerts (themselves alerts of the
-    same payload); `silenced_by` the ids of the silences muting it.
+    same payload); `silenced_by` the ids of the silences muting it. Its times are not kept:
+    Prometheus' own say when it fired, and parsing 10,000 timestamps a refresh is the largest
+    cost of reading 5,000 alerts (scripts/bench/alertmanager_refresh.py).
     """
 
     fingerprint: str
@@ -73,8 +75,6 @@ class AmAlert:
     state: AmStateName
     silenced_by: tuple[str, ...] = ()
     inhibited_by: tuple[str, ...] = ()
-    starts_at: float | None = None
-    ends_at: float | None = None
 
     @property
     def name(self) -> str:

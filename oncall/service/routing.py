@@ -146,12 +146,21 @@ def route(statuses: list[RuleStatus], snapshot: AmSnapshot) -> list[RuleStatus]:
         else:
             routings = _routings(firing, by_name.get(status.rule.name, []), snapshot, fingerprints)
         instances = tuple(
-            replace(i, routing=routings[id(i)]) if id(i) in routings else i
-            for i in status.instances
+            _with_routing(i, routings[id(i)]) if id(i) in routings else i for i in status.instances
         )
         counts = RuleRouting.of(list(routings.values()))
         out.append(replace(status, instances=instances, routing=counts))
     return out
+
+
+def _with_routing(instance: AlertInstance, routing: InstanceRouting) -> AlertInstance:
+    """`replace(instance, routing=routing)` without its cost: `dataclasses.replace` calls
+    `__init__` with every field (≈ 10 µs), 5,000 times a refresh for 5,000 firing instances;
+    a copy of the frozen instance's `__dict__` is what it would give."""
+    copy = object.__new__(AlertInstance)
+    copy.__dict__.update(instance.__dict__)
+    copy.__dict__["routing"] = routing
+    return copy
 
 
 def _routings(
@@ -160,15 +169,23 @@ def _routings(
     snapshot: AmSnapshot,
     fingerprints: dict[str, AmAlert],
 ) -> dict[int, InstanceRouting]:
-    names = {name for instance in firing for name in instance.labels}
-    index = {
-        frozenset((k, v) for k, v in alert.labels.items() if k in names): alert for alert in held
-    }
+    # By the whole label set first; only when that misses (labels Prometheus added, its
+    # external_labels), by the labels of the names the rule's instances have.
+    index = {frozenset(alert.labels.items()): alert for alert in held}
+    narrowed: dict[frozenset[tuple[str, str]], AmAlert] | None = None
     missing = InstanceRouting("missing")
     active = InstanceRouting("active")
     result: dict[int, InstanceRouting] = {}
     for instance in firing:
-        alert = index.get(frozenset(instance.labels.items()))
+        key = frozenset(instance.labels.items())
+        alert = index.get(key)
+        if alert is None and held:
+            if narrowed is None:
+                names = {name for i in firing for name in i.labels}
+                narrowed = {
+                    frozenset((k, v) for k, v in a.labels.items() if k in names): a for a in held
+                }
+            alert = narrowed.get(key)
         if alert is None:
             result[id(instance)] = missing
         elif alert.silenced_by:

@@ -17,7 +17,6 @@ from textual.widgets import Input
 
 from oncall.tui.app import OncallApp
 from oncall.tui.audit_screen import AuditScreen
-from oncall.tui.board import COLUMNS
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.format import SPARK_LEVELS
 from oncall.tui.incident import IncidentScreen
@@ -48,7 +47,11 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
             # The last hour from Prometheus' range queries: a sparkline and the threshold.
             sparkline = lambda: app.board.history_of(ALERT, app.clock())  # noqa: E731
             await until(pilot, "the sparkline", lambda: bool(sparkline()))
-            cells = dict(zip([key for key, _ in COLUMNS], app.board.rows()[0][1], strict=True))
+            keys = [key for key, _ in app.board.columns]  # the drill has an Alertmanager column
+            cell = lambda key: dict(zip(keys, app.board.rows()[0][1], strict=True))[key][0]  # noqa: E731
+            # Held by the drill's Alertmanager once Prometheus has sent it (every 2 s).
+            await until(pilot, "Alertmanager to hold it", lambda: cell("routing") == "1 active")
+            cells = dict(zip(keys, app.board.rows()[0][1], strict=True))
             assert cells["value"][0].endswith("> 1%")  # the ratio in the unit its rule compares in
             assert set(cells["history"][0]) <= set(SPARK_LEVELS + " ")
             # The cursor stays on the alert it was on; the firing one is now the top row.

@@ -1,0 +1,236 @@
+"""A refresh with 1,000 rules from Prometheus and 5,000 instances in Alertmanager, silences
+included: event-loop (CPU) time and requests per refresh.
+
+Starts a real prometheus evaluating 1,000 alerting rules (50 of them firing with 100 instances
+each, from a scraped metric of 5,000 series) and a real Alertmanager (API v2) holding those
+5,000 alerts, posted as Prometheus posts them (same labels) but with an hour's `endsAt`: on a
+loaded machine Prometheus' own resends (every evaluation, `endsAt` 4 evaluations ahead) fall
+behind and Alertmanager resolves them between two sends. 2,000 of them are silenced (200
+silences of ten instances each, by a named author with a comment) and the silences list also
+holds 100 expired ones. Times, median of N refreshes, CPU time of this process (the time the
+event loop is busy; waiting on sockets costs none):
+
+- baseline: one bare GET of /api/v2/alerts with its JSON parsed;
+- the engine's refresh (Prometheus only: `alertmanager.url` unset);
+- the engine's refresh and the Alertmanager view joined to it, steady state (the board's
+  refresh; target: <= 50 ms, 1 request to Prometheus + 1 to Alertmanager);
+- the same when a new silence appears (its list read again: 2 requests to Alertmanager).
+
+    .venv/bin/python scripts/bench/alertmanager_refresh.py [--refreshes 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import yaml
+
+from oncall.alerts.engine import AlertEngine
+from oncall.backends.alertmanager import AlertmanagerClient
+from oncall.backends.prometheus import PrometheusClient
+from oncall.drill.components import alertmanager_argv
+from oncall.drill.netutil import free_loopback_port
+from oncall.model.matchers import Selection
+from oncall.service.routing import AlertmanagerView
+
+RULES, FIRING_RULES, PER_RULE = 1000, 50, 100
+#: Silences, each on ten instances (`i=~"004."`): 2,000 instances silenced; and expired ones.
+SILENCES, EXPIRED = 200, 100
+SILENCED = SILENCES * 10
+
+
+def metrics_text() -> bytes:
+    lines = [
+        f'bench_firing{{shard="s{r:02d}",i="{r * PER_RULE + i:04d}"}} 1'
+        for r in range(FIRING_RULES)
+        for i in range(PER_RULE)
+    ]
+    return ("\n".join(["# TYPE bench_firing gauge", *lines]) + "\n").encode()
+
+
+def rule_file() -> str:
+    rules = []
+    for r in range(RULES):
+        expr = f'bench_firing{{shard="s{r:02d}"}} > 0' if r < FIRING_RULES else "vector(0) > 1"
+        rules.append({"alert": f"Bench{r:04d}", "expr": expr,
+                      "labels": {"severity": "page", "namespace": "bench"},
+                      "annotations": {"summary": "bench {{ $labels.i }}"}})  # fmt: skip
+    return yaml.safe_dump({"groups": [{"name": "bench", "rules": rules}]})
+
+
+def serve_metrics() -> tuple[ThreadingHTTPServer, int]:
+    body = metrics_text()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_address[1]
+
+
+def wait(condition: object, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if callable(condition) and condition():
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"gave up waiting for {what}")
+
+
+def post_alerts(am: str, metrics_port: int) -> None:
+    """The firing instances' alerts, labelled as Prometheus labels them (series labels, the
+    target's job and instance, the rule's labels, alertname)."""
+    now = time.time()
+    alerts = [
+        {"labels": {"alertname": f"Bench{r:04d}", "shard": f"s{r:02d}",
+                    "i": f"{r * PER_RULE + i:04d}", "job": "bench",
+                    "instance": f"127.0.0.1:{metrics_port}", "severity": "page",
+                    "namespace": "bench"},
+         "annotations": {"summary": "bench"}, "startsAt": rfc3339(now - 60),
+         "endsAt": rfc3339(now + 3600)}
+        for r in range(FIRING_RULES) for i in range(PER_RULE)
+    ]  # fmt: skip
+    with httpx.Client(base_url=am, timeout=30, trust_env=False) as client:
+        for start in range(0, len(alerts), 500):
+            client.post("/api/v2/alerts", json=alerts[start : start + 500]).raise_for_status()
+
+
+def rfc3339(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(seconds))
+
+
+def add_silences(am: str) -> None:
+    now = time.time()
+    with httpx.Client(base_url=am, timeout=10, trust_env=False) as client:
+        for i in range(SILENCES + EXPIRED):
+            body = {"matchers": [{"name": "i", "value": f"{i % SILENCES:03d}.", "isRegex": True,
+                                  "isEqual": True}],
+                    "startsAt": rfc3339(now), "endsAt": rfc3339(now + 7200),
+                    "createdBy": f"oncall-{i % 7}", "comment": f"bench silence {i}"}  # fmt: skip
+            silence_id = client.post("/api/v2/silences", json=body).json()["silenceID"]
+            if i >= SILENCES:  # expire the extra ones: the list keeps them, as a team's does
+                client.delete(f"/api/v2/silence/{silence_id}")
+
+
+async def measure(prom_url: str, am_url: str, refreshes: int) -> dict[str, tuple[float, ...]]:
+    results: dict[str, tuple[float, ...]] = {}
+    async with httpx.AsyncClient(base_url=am_url, trust_env=False, timeout=30) as raw:
+        cpu, held = [], 0
+        for _ in range(refreshes):
+            started = time.process_time()
+            held = len((await raw.get("/api/v2/alerts")).json())
+            cpu.append(time.process_time() - started)
+        print(f"Alertmanager holds {held} alerts", file=sys.stderr)
+        results["baseline: GET /api/v2/alerts + JSON"] = (statistics.median(cpu), 0, 1)
+    async with PrometheusClient(prom_url, timeout=30) as prom:
+        engine = AlertEngine(prom, [], source="prometheus", from_prometheus=Selection())
+        await engine.refresh()
+        cpu, prom_requests = [], []
+        for _ in range(refreshes):
+            before, started = prom.requests, time.process_time()
+            await engine.refresh()
+            cpu.append(time.process_time() - started)
+            prom_requests.append(prom.requests - before)
+        name = "engine refresh (Prometheus only)"
+        results[name] = (statistics.median(cpu), statistics.median(prom_requests), 0)
+        view = AlertmanagerView(AlertmanagerClient(am_url, timeout=30), grace=None)
+        for new_silence in (False, True):
+            await view.annotate(await engine.refresh())  # warm: connections, silences list
+            cpu, prom_requests, am_requests = [], [], []
+            for _ in range(refreshes):
+                if new_silence:
+                    view.invalidate()  # what an unseen silence id does: the list is read again
+                assert view.client is not None
+                was = (prom.requests, view.client.requests)
+                started = time.process_time()
+                view.start()
+                statuses = await view.annotate(await engine.refresh())
+                cpu.append(time.process_time() - started)
+                prom_requests.append(prom.requests - was[0])
+                am_requests.append(view.client.requests - was[1])
+            counts = [s.routing for s in statuses if s.routing is not None]
+            silenced = sum(r.silenced for r in counts)
+            active = sum(r.active for r in counts)
+            name = "+ Alertmanager, " + ("silences re-read" if new_silence else "steady state")
+            results[name] = (statistics.median(cpu), statistics.median(prom_requests),
+                             statistics.median(am_requests))  # fmt: skip
+        print(f"routed: {silenced} silenced, {active} active of {len(counts)} firing rules")
+        await view.aclose()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--refreshes", type=int, default=10)
+    args = parser.parse_args()
+    metrics, metrics_port = serve_metrics()
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        am_port, prom_port = free_loopback_port(), free_loopback_port()
+        am = subprocess.Popen(alertmanager_argv(am_port, directory / "am"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        (directory / "rules.yaml").write_text(rule_file())
+        config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+                  "rule_files": [str(directory / "rules.yaml")],
+                  "scrape_configs": [{"job_name": "bench", "static_configs": [
+                      {"targets": [f"127.0.0.1:{metrics_port}"]}]}]}  # fmt: skip
+        (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
+        prom = subprocess.Popen(
+            [shutil.which("prometheus") or "prometheus",
+             f"--config.file={directory / 'prometheus.yml'}",
+             f"--storage.tsdb.path={directory / 'data'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        prom_url, am_url = f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}"
+        try:
+            firing = lambda: len(  # noqa: E731
+                httpx.get(f"{prom_url}/api/v1/alerts", timeout=30).json()["data"]["alerts"]
+            )
+            wait(lambda: firing() >= FIRING_RULES * PER_RULE, "5,000 alerts in Prometheus")
+            wait(lambda: bool(httpx.get(f"{am_url}/-/ready").status_code == 200), "alertmanager")
+            post_alerts(am_url, metrics_port)
+            print("5,000 alerts held; adding silences", file=sys.stderr, flush=True)
+            add_silences(am_url)
+            print("silences added; measuring", file=sys.stderr, flush=True)
+            results = asyncio.run(measure(prom_url, am_url, args.refreshes))
+        finally:
+            for proc in (prom, am):
+                proc.terminate()
+                proc.wait(timeout=20)
+            metrics.shutdown()
+    baseline = results["baseline: GET /api/v2/alerts + JSON"][0]
+    print(f"{RULES} rules ({FIRING_RULES * PER_RULE} firing instances), {SILENCED} silenced "
+          f"by {SILENCES} silences (+{EXPIRED} expired), median of {args.refreshes}")  # fmt: skip
+    print(f"{'':42} {'CPU ms':>8} {'x baseline':>11} {'prom req':>9} {'am req':>7}")
+    for name, (cpu, prom_requests, am_requests) in results.items():
+        print(f"{name:42} {cpu * 1000:8.1f} {cpu / baseline:11.1f} "
+              f"{prom_requests:9g} {am_requests:7g}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
