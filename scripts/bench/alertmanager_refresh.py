@@ -94,8 +94,8 @@ def wait(condition: object, what: str, timeout: float = 120) -> None:
         try:
             if callable(condition) and condition():
                 return
-        except httpx.HTTPError:
-            pass
+        except (httpx.HTTPError, ValueError, KeyError):
+            pass  # not ready yet: a 503 page, not the API's JSON
         time.sleep(0.5)
     raise SystemExit(f"gave up waiting for {what}")
 
