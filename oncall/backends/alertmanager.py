@@ -14,9 +14,9 @@ login page, or JSON of another shape). Shapes: prometheus/alertmanager `api/v2/o
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -24,6 +24,7 @@ from oncall.backends.http import HttpBackend, status_reason
 from oncall.model.alertmanager import AmAlert, AmStateName, Silence, SilenceMatcher
 
 BACKEND = "alertmanager"
+T = TypeVar("T")
 _AM_STATES: frozenset[str] = frozenset({"unprocessed", "active", "suppressed"})
 _SILENCE_STATES: frozenset[str] = frozenset({"expired", "active", "pending"})
 
@@ -111,17 +112,11 @@ class AlertmanagerClient(HttpBackend):
 
     BACKEND = BACKEND
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float,
-        bearer_token: str | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        headers = {"Accept": "application/json"}
-        if bearer_token:
-            headers["Authorization"] = f"Bearer {bearer_token}"
+    def __init__(self, url: str, *, timeout: float, bearer_token: str | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:  # fmt: skip
+        # As for Prometheus: the token as `Authorization: Bearer`, JSON asked for.
+        auth = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
+        headers = {"Accept": "application/json", **auth}
         super().__init__(url, timeout=timeout, headers=headers, transport=transport)
         self.requests = 0  # how many API requests this client made (benchmarks count them)
 
@@ -163,20 +158,24 @@ class AlertmanagerClient(HttpBackend):
         """Every alert it holds (`GET /api/v2/alerts`: active, silenced, inhibited and
         unprocessed), optionally only those matching `matchers` ('alertname="X"')."""
         params = [("filter", m) for m in matchers or []] or None
-        raw = await self.request("GET", "/api/v2/alerts", params=params)
-        if not isinstance(raw, list):
-            raise self._error("bad payload", "alerts response is not a list")
-        try:
-            return [parse_alert(item) for item in raw]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise self._error("bad payload", f"malformed alert: {exc}") from exc
+        return await self._list("/api/v2/alerts", parse_alert, "alert", params)
 
     async def silences(self) -> list[Silence]:
         """Every silence it keeps, expired ones included (`GET /api/v2/silences`)."""
-        raw = await self.request("GET", "/api/v2/silences")
+        return await self._list("/api/v2/silences", parse_silence, "silence")
+
+    async def _list(
+        self,
+        path: str,
+        parse: Callable[[Any], T],
+        what: str,
+        params: Sequence[tuple[str, str]] | None = None,
+    ) -> list[T]:
+        """GET a list of the API's objects, each parsed; any other shape is "bad payload"."""
+        raw = await self.request("GET", path, params=params)
         if not isinstance(raw, list):
-            raise self._error("bad payload", "silences response is not a list")
+            raise self._error("bad payload", f"{what}s response is not a list")
         try:
-            return [parse_silence(item) for item in raw]
+            return [parse(item) for item in raw]
         except (KeyError, TypeError, ValueError) as exc:
-            raise self._error("bad payload", f"malformed silence: {exc}") from exc
+            raise self._error("bad payload", f"malformed {what}: {exc}") from exc

@@ -45,15 +45,17 @@ class SilenceMatcher:
 
 @dataclass(frozen=True)
 class Silence:
-    """A silence as Alertmanager keeps it; times are unix seconds."""
+    """A silence as Alertmanager keeps it (`gettableSilence`); times are unix seconds."""
 
     id: str
     state: SilenceStateName
-    matchers: tuple[SilenceMatcher, ...]
-    created_by: str
-    comment: str
-    starts_at: float
-    ends_at: float
+    matchers: tuple[SilenceMatcher, ...] = ()
+    #: Who made it and why: what the board shows beside a silenced instance.
+    created_by: str = ""
+    comment: str = ""
+    #: When it starts and ends muting (a pending silence starts later).
+    starts_at: float = 0.0
+    ends_at: float = 0.0
     updated_at: float | None = None
 
     def matchers_text(self) -> str:

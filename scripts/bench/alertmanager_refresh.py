@@ -50,6 +50,13 @@ SILENCES, EXPIRED = 200, 100
 SILENCED = SILENCES * 10
 
 
+NAMES = {
+    "prometheus": "engine refresh (Prometheus only)",
+    "steady": "+ Alertmanager, steady state",
+    "new silence": "+ Alertmanager, silences re-read",
+}
+
+
 def metrics_text() -> bytes:
     lines = [
         f'bench_firing{{shard="s{r:02d}",i="{r * PER_RULE + i:04d}"}} 1'
@@ -148,35 +155,28 @@ async def measure(prom_url: str, am_url: str, refreshes: int) -> dict[str, tuple
     async with PrometheusClient(prom_url, timeout=30) as prom:
         engine = AlertEngine(prom, [], source="prometheus", from_prometheus=Selection())
         await engine.refresh()
-        cpu, prom_requests = [], []
-        for _ in range(refreshes):
-            before, started = prom.requests, time.process_time()
-            await engine.refresh()
-            cpu.append(time.process_time() - started)
-            prom_requests.append(prom.requests - before)
-        name = "engine refresh (Prometheus only)"
-        results[name] = (statistics.median(cpu), statistics.median(prom_requests), 0)
         view = AlertmanagerView(AlertmanagerClient(am_url, timeout=30), grace=None)
-        for new_silence in (False, True):
-            await view.annotate(await engine.refresh())  # warm: connections, silences list
+        am = view.client
+        assert am is not None
+        for mode in ("prometheus", "steady", "new silence"):
+            if mode != "prometheus":
+                await view.annotate(await engine.refresh())  # warm: connections, silences
             cpu, prom_requests, am_requests = [], [], []
             for _ in range(refreshes):
-                if new_silence:
+                if mode == "new silence":
                     view.invalidate()  # what an unseen silence id does: the list is read again
-                assert view.client is not None
-                was = (prom.requests, view.client.requests)
-                started = time.process_time()
-                view.start()
-                statuses = await view.annotate(await engine.refresh())
+                was, started = (prom.requests, am.requests), time.process_time()
+                statuses = await engine.refresh()
+                if mode != "prometheus":
+                    view.start()
+                    statuses = await view.annotate(statuses)
                 cpu.append(time.process_time() - started)
                 prom_requests.append(prom.requests - was[0])
-                am_requests.append(view.client.requests - was[1])
-            counts = [s.routing for s in statuses if s.routing is not None]
-            silenced = sum(r.silenced for r in counts)
-            active = sum(r.active for r in counts)
-            name = "+ Alertmanager, " + ("silences re-read" if new_silence else "steady state")
-            results[name] = (statistics.median(cpu), statistics.median(prom_requests),
-                             statistics.median(am_requests))  # fmt: skip
+                am_requests.append(am.requests - was[1])
+            results[NAMES[mode]] = (statistics.median(cpu), statistics.median(prom_requests),
+                                    statistics.median(am_requests))  # fmt: skip
+        counts = [s.routing for s in statuses if s.routing is not None]
+        silenced, active = sum(r.silenced for r in counts), sum(r.active for r in counts)
         print(f"routed: {silenced} silenced, {active} active of {len(counts)} firing rules")
         await view.aclose()
     return results

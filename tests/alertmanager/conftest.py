@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.harness.processes import wait_until
 from tests.harness.servers import RunningServer, prometheus_server
@@ -80,33 +81,42 @@ def silence(alertmanager_srv: RunningServer, test_label: str) -> Iterator[Silenc
         httpx.delete(f"{alertmanager_srv.url}/api/v2/silence/{silence_id}", timeout=5)
 
 
-RULES = """groups:
-- name: amtest
-  rules:
-  - alert: AmVllmOOMKilled
-    expr: >-
-      label_replace(label_replace(vector(1), "pod", "vllm-a", "", ""),
-        "severity", "critical", "", "")
-      or label_replace(label_replace(vector(1), "pod", "vllm-b", "", ""),
-        "severity", "warning", "", "")
-    labels: {namespace: ai, test: "%(label)s"}
-    annotations: {summary: "vLLM container OOM-killed in ai/{{ $labels.pod }}"}
-  - alert: AmP99High
-    expr: >-
-      label_replace(vector(2.5), "model", "qwen", "", "")
-      or label_replace(vector(1.9), "model", "llama", "", "")
-    labels: {severity: page, namespace: ai, test: "%(label)s"}
-  - alert: AmQuiet
-    expr: vector(0) > 1
-    labels: {severity: page, test: "%(label)s"}
-"""
-#: What RULES make Alertmanager hold: two alerts of each firing rule.
+def _two(value: float, first: dict[str, str], second: dict[str, str]) -> str:
+    """An expression of two series: `value` labelled with `first`, and with `second`."""
+
+    def one(labels: dict[str, str]) -> str:
+        expr = f"vector({value:g})"
+        for name, text in labels.items():
+            expr = f'label_replace({expr}, "{name}", "{text}", "", "")'
+        return expr
+
+    return f"{one(first)} or {one(second)}"
+
+
+def rules(label: str) -> dict[str, Any]:
+    """Two firing rules of two instances each, and a quiet one, all labelled `test=label`."""
+    oom = _two(
+        1, {"pod": "vllm-a", "severity": "critical"}, {"pod": "vllm-b", "severity": "warning"}
+    )
+    p99 = _two(2.5, {"model": "qwen"}, {"model": "llama"})
+    summary = "vLLM container OOM-killed in ai/{{ $labels.pod }}"
+    return {"groups": [{"name": "amtest", "rules": [
+        {"alert": "AmVllmOOMKilled", "expr": oom, "labels": {"namespace": "ai", "test": label},
+         "annotations": {"summary": summary}},
+        {"alert": "AmP99High", "expr": p99,
+         "labels": {"severity": "page", "namespace": "ai", "test": label}},
+        {"alert": "AmQuiet", "expr": "vector(0) > 1",
+         "labels": {"severity": "page", "test": label}},
+    ]}]}  # fmt: skip
+
+
+#: What `rules` make Alertmanager hold: two alerts of each firing rule.
 HELD = 4
 
 
 @dataclass(frozen=True)
 class Routed:
-    """A Prometheus evaluating RULES (label `test=<label>`) and sending to the session's
+    """A Prometheus evaluating `rules` (label `test=<label>`) and sending to the session's
     Alertmanager: two instances of AmVllmOOMKilled (critical vllm-a inhibits warning vllm-b)
     and two of AmP99High (model qwen and llama); AmQuiet stays inactive."""
 
@@ -132,10 +142,10 @@ def routed(
     the session's Alertmanager holds before the first test."""
     label = uuid.uuid4().hex[:12]
     directory = tmp_path_factory.mktemp("routed")
-    rules = directory / "rules.yaml"
-    rules.write_text(RULES % {"label": label})
+    rule_file = directory / "rules.yaml"
+    rule_file.write_text(yaml.safe_dump(rules(label)))
     with prometheus_server(
-        directory, rule_files=[rules], alertmanager_port=alertmanager_srv.port
+        directory, rule_files=[rule_file], alertmanager_port=alertmanager_srv.port
     ) as prom:
         found = Routed(prom, alertmanager_srv, label)
         wait_until(

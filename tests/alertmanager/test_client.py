@@ -74,11 +74,11 @@ async def test_states_silences_and_inhibitions_from_the_real_alertmanager(
 @pytest.mark.parametrize(
     ("status", "body", "reason"),
     [
-        (401, b"Unauthorized", "auth"),
-        (403, b"forbidden", "auth"),
-        (200, b"<html><body>Sign in with SSO</body></html>", "bad payload"),
-        (200, b'{"status": "success"}', "bad payload"),
-        (503, b"upstream unavailable", "http 503"),
+        pytest.param(401, b"Unauthorized", "auth", id="401"),
+        pytest.param(403, b"forbidden", "auth", id="403"),
+        pytest.param(200, b"<html><body>Sign in with SSO</body></html>", "bad payload", id="sso"),
+        pytest.param(200, b'{"status": "success"}', "bad payload", id="not-a-list"),
+        pytest.param(503, b"upstream unavailable", "http 503", id="503"),
     ],
 )
 async def test_failures_are_named(status: int, body: bytes, reason: str) -> None:

@@ -15,17 +15,8 @@ from oncall.model.alertmanager import Inhibitor, InstanceRouting, RuleRouting, S
 from oncall.model.alerts import AlertInstance, RuleStatus
 from oncall.tui.app import OncallApp
 from oncall.tui.incident import IncidentScreen
-from tests.tui.fakes import (
-    P99,
-    T0,
-    FakeAlerts,
-    FakeChecklists,
-    FakeClock,
-    board_statuses,
-    make_app,
-    status,
-    until,
-)
+from tests.tui import fakes
+from tests.tui.fakes import P99, T0, status, until
 
 SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
 SILENCE = Silence(
@@ -63,7 +54,7 @@ def statuses() -> list[RuleStatus]:
             instance(OOM, {"namespace": "ai", "pod": "vllm-1"}, by_what),
         ),
     }
-    out = [changed.get(s.rule.name, lambda s: s)(s) for s in board_statuses()]
+    out = [changed.get(s.rule.name, lambda s: s)(s) for s in fakes.board_statuses()]
     unknown = InstanceRouting("unknown", reason="timeout", error="alertmanager: no answer")
     out.append(routed(status("KVCacheHigh", "firing", value=0.97, firing_for=40),
                       instance("KVCacheHigh", {"pod": "vllm-0"}, unknown)))  # fmt: skip
@@ -71,8 +62,8 @@ def statuses() -> list[RuleStatus]:
 
 
 def app() -> OncallApp:
-    return make_app(
-        FakeAlerts(statuses()), FakeChecklists({}), clock=FakeClock(),
+    return fakes.make_app(
+        fakes.FakeAlerts(statuses()), fakes.FakeChecklists({}), clock=fakes.FakeClock(),
         alertmanager={"url": "http://127.0.0.1:9093"},
     )  # fmt: skip
 
