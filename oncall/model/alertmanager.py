@@ -10,6 +10,7 @@ reason). `RuleRouting` counts them for a rule's row. The terminal app imports th
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -145,8 +146,6 @@ class InstanceRouting:
 
 def silence_text(silence: Silence, now: float | None = None) -> str:
     """'by alice until 2026-12-01 14:20 UTC (1h59m left): rolling out the fix'."""
-    import time
-
     until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(silence.ends_at))
     left = ""
     if now is not None and silence.ends_at > now:

@@ -78,7 +78,11 @@ class AlertmanagerView:
         if not self._task.done():
             await asyncio.wait([self._task], timeout=self.grace)
         if self._task.done():
-            self.snapshot = self._task.result()
+            try:
+                self.snapshot = self._task.result()
+            except Exception as exc:  # a bug of ours must not take the board's states with it
+                error = f"alertmanager: {type(exc).__name__}: {exc}"
+                self.snapshot = AmSnapshot(self.clock(), reason="other", error=error)
         elif self.snapshot is None or self.snapshot.reason is not None:
             waited = f"no answer within {self.grace:g}s yet (the request is still waiting)"
             return AmSnapshot(self.clock(), reason="timeout", error=f"alertmanager: {waited}")
