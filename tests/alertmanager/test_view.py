@@ -109,3 +109,12 @@ def test_the_instances_panel_says_who_silenced_until_when_and_what_inhibits() ->
     assert lines[2].endswith("(1h30m left): rolling out the fix")
     assert lines[3].endswith("am inhibited")
     assert lines[4] == '    inhibited by VllmDown{pod="a"}'
+
+
+def test_an_acknowledgement_shows_first_in_the_cell_and_in_json() -> None:
+    from oncall.cli.alerts_cmd import rule_routing_json
+    from oncall.model.alertmanager import Acknowledgement
+
+    acked = RuleRouting(silenced=1, ack=Acknowledgement("dana", T0, "on it"))
+    assert routing_cell(acked) == ("ack dana · 1 silenced", "foreground-muted")
+    assert rule_routing_json(acked)["ack"] == {"by": "dana", "at": T0, "note": "on it"}  # type: ignore[index]
