@@ -125,11 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(check, suppress=True)
     check.set_defaults(handler=_run_check)
 
-    from oncall.cli import audit_cmd, drill_cmd, remediate_cmd, runbook_cmd
+    from oncall.cli import ack_cmd, audit_cmd, drill_cmd, remediate_cmd, runbook_cmd, silence_cmd
 
     runbook_cmd.register(commands, _global_options)
     audit_cmd.register(commands, _global_options)
     remediate_cmd.register(commands, _global_options)
+    silence_cmd.register(commands, _global_options)
+    ack_cmd.register(commands, _global_options)
     drill_cmd.register(commands, _global_options)
     return parser
 

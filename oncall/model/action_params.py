@@ -78,10 +78,71 @@ class SetMaxNumSeqsParams(ActionParams):
     )
 
 
+#: A silence's comment or an acknowledgement's note: one screen line's worth, at most.
+NOTE_MAX_CHARS = 500
+#: Characters a note may not hold: C0/C1 controls (escape sequences that would repaint another
+#: operator's terminal), DEL, and the Unicode line and bidi controls that make text read
+#: differently than it is stored.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+#: An Alertmanager silence id: a UUID (it is put in the URL path, so nothing else is).
+SILENCE_ID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+
+def bounded_note(value: str) -> str:
+    """A comment or note as it is stored: stripped, one line, no control characters, bounded."""
+    text = value.strip()
+    if _CONTROL.search(text):
+        raise ValueError("control characters (escape sequences, line breaks) are not allowed")
+    if len(text) > NOTE_MAX_CHARS:
+        raise ValueError(f"at most {NOTE_MAX_CHARS} characters, not {len(text)}")
+    return text
+
+
+class SilenceParams(ActionParams):
+    """Silence the alerts some label matchers select, in Alertmanager, for a while."""
+
+    matchers: str = Field(
+        min_length=1,
+        max_length=2000,
+        description='Prometheus label matchers, e.g. {alertname="KubePodNotReady", pod="vllm-0"}.',
+    )
+    duration: str = Field("2h", description="How long: 30m, 2h, 1d (whole units, at most 30d).")
+    comment: str = Field("", description="Why (required): shown to everyone who sees the silence.")
+
+    @field_validator("comment")
+    @classmethod
+    def _comment(cls, value: str) -> str:
+        return bounded_note(value)
+
+
+class SilenceExpireParams(ActionParams):
+    """End one Alertmanager silence now (amtool silence expire ID)."""
+
+    silence_id: str = Field(pattern=SILENCE_ID, description="The silence's id (a UUID).")
+
+
+class AcknowledgeParams(ActionParams):
+    """ "I am on it": acknowledge a firing alert team-wide (kept in Redis; silences nothing)."""
+
+    alert: str = Field(
+        min_length=1, max_length=200, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$",
+        description="The alert's name.",
+    )  # fmt: skip
+    note: str = Field("", description="What you are doing about it, for the others.")
+
+    @field_validator("note")
+    @classmethod
+    def _note(cls, value: str) -> str:
+        return bounded_note(value)
+
+
 ACTION_PARAMS: dict[str, type[ActionParams]] = {
     "rebuild-pod": RebuildPodParams,
     "set-degradation-level": SetDegradationLevelParams,
     "set-max-num-seqs": SetMaxNumSeqsParams,
+    "silence": SilenceParams,
+    "silence-expire": SilenceExpireParams,
+    "acknowledge": AcknowledgeParams,
 }
 
 if TYPE_CHECKING:

@@ -202,6 +202,7 @@ def render_preview(preview: Preview) -> str:
         f"  after:   {plan.after}",
         f"  request: {_show(plan.request)}",
         f"  dry run: {_show(preview.dry_run)}",
+        *(f"  note:    {note}" for note in plan.notes),
         "  guards:",
     ]
     lines += [

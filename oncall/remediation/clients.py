@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from oncall.backends.alertmanager_write import AlertmanagerWriter
 from oncall.backends.kube_write import KubeWriter
 from oncall.backends.prometheus import PrometheusClient
 from oncall.backends.redis import RedisClient
 from oncall.backends.redis_write import RedisWriter
+from oncall.errors import UsageError
 from oncall.settings import Settings
 
 
@@ -48,6 +50,14 @@ class Clients:
         settings = self.settings.prometheus
         token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
         return PrometheusClient(settings.url, timeout=settings.timeout, bearer_token=token)
+
+    def alertmanager_writer(self) -> AlertmanagerWriter:
+        """A new client, for `async with`: silences are written through Alertmanager's API v2."""
+        settings = self.settings.alertmanager
+        if settings.url is None:
+            raise UsageError("no Alertmanager is configured: set alertmanager.url")
+        token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
+        return AlertmanagerWriter(settings.url, timeout=settings.timeout, bearer_token=token)
 
     async def aclose(self) -> None:
         if self.kube is not None:

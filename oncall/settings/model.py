@@ -148,6 +148,12 @@ class AlertsSettings(Section):
     prometheus_rules_selector: str = Field(
         "", description="Label selector of those PrometheusRule objects, e.g. role=alert-rules."
     )
+    ack_ttl: Duration = Field(
+        14400.0,
+        gt=0,
+        description="How long an acknowledgement (`a`, `oncall ack`) lasts unless its alert "
+        "resolves first.",
+    )
 
     @field_validator("from_prometheus")
     @classmethod
