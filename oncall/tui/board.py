@@ -131,6 +131,9 @@ class BoardScreen(Screen[None]):
         Binding("enter", "open", "Open", id="board.open"),
         Binding("slash", "filter", "Filter", key_display="/", id="board.filter"),
         Binding("r", "rerun", "Re-run", id="board.rerun"),
+        # Off the footer (it keeps its 80 columns); listed by `?`.
+        Binding("s", "silence", "Silence", show=False, id="board.silence"),
+        Binding("a", "acknowledge", "Acknowledge", show=False, id="board.acknowledge"),
         Binding("escape", "back", "Clear filter", show=False, id="board.back"),
     ]
 
@@ -270,6 +273,22 @@ class BoardScreen(Screen[None]):
         alert = self.selected_alert()
         if alert is not None:
             self.post_message(RerunChecklist(alert))
+
+    def action_silence(self) -> None:
+        """`s`: the silence modal of the highlighted alert (oncall.tui.silence)."""
+        from oncall.tui.silence import open_silence
+
+        alert = self.selected_alert()
+        if alert is not None:
+            open_silence(self.app, alert)  # type: ignore[arg-type]  # the OncallApp
+
+    def action_acknowledge(self) -> None:
+        """`a`: acknowledge the highlighted alert team-wide ("I am on it")."""
+        from oncall.tui.silence import acknowledge
+
+        alert = self.selected_alert()
+        if alert is not None:
+            acknowledge(self.app, alert)  # type: ignore[arg-type]  # the OncallApp
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

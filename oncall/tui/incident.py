@@ -23,20 +23,16 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
-from textual.worker import WorkerState
 
-from oncall.errors import OncallError
 from oncall.model.checklist_events import Proposal
-from oncall.model.write_path import Preview, RemediationResult
-from oncall.service.remediation import AlertContext, RemediationRequest, RemediationRunner
+from oncall.service.remediation import AlertContext, RemediationRunner
 from oncall.settings import Settings
+from oncall.tui.acting import REMEDIATION_GROUP, act_with_modal, busy
 from oncall.tui.banner import banners
 from oncall.tui.board import when
 from oncall.tui.chart_panel import AlertChart, EvidenceCharts
-from oncall.tui.confirm import RESULT_LOOK, ConfirmScreen
 from oncall.tui.format import (
     STATE_COLOUR,
     STATE_SYMBOL,
@@ -47,7 +43,7 @@ from oncall.tui.format import (
     number,
     params_text,
 )
-from oncall.tui.instances import InstancesPanel
+from oncall.tui.instances import InstancesPanel, first_instance
 from oncall.tui.messages import RerunChecklist
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook, ChecklistRun, StepView
@@ -56,9 +52,6 @@ from oncall.tui.tables import cursor_key, new_table
 COLUMNS = (("status", "Status"), ("step", "Step"), ("time", "Time"), ("summary", "Summary"))
 
 Cell = tuple[str, str | None]
-
-#: The worker group of remediations: one at a time, app-wide.
-REMEDIATION_GROUP = "remediation"
 
 
 class IncidentScreen(Screen[None]):
@@ -70,6 +63,8 @@ class IncidentScreen(Screen[None]):
         Binding("escape", "back", "Back", id="incident.back"),
         Binding("r", "rerun", "Re-run", id="incident.rerun"),
         Binding("p", "act", "Act on proposal", id="incident.act"),
+        Binding("s", "silence", "Silence", show=False, id="incident.silence"),
+        Binding("a", "acknowledge", "Acknowledge", show=False, id="incident.acknowledge"),
         *(Binding(str(n), f"act({n})", show=False, id=f"incident.act-{n}") for n in range(1, 10)),
         Binding(
             "left_square_bracket", "zoom(-1)", "Zoom in", key_display="[", id="incident.zoom-in"
@@ -297,6 +292,17 @@ class IncidentScreen(Screen[None]):
     def action_rerun(self) -> None:
         self.post_message(RerunChecklist(self.alert))
 
+    def action_silence(self) -> None:
+        """`s`: the silence modal of the instances panel's first (worst) instance."""
+        from oncall.tui.silence import open_silence
+
+        open_silence(self.app, self.alert, first_instance(self.book.statuses.get(self.alert)))  # type: ignore[arg-type]
+
+    def action_acknowledge(self) -> None:
+        from oncall.tui.silence import acknowledge
+
+        acknowledge(self.app, self.alert)  # type: ignore[arg-type]  # the OncallApp
+
     def action_act(self, number: int | None = None) -> None:
         """Remediate: proposal `number`, else the highlighted step's, else the run's first."""
         proposals = self.proposals()
@@ -324,11 +330,7 @@ class IncidentScreen(Screen[None]):
         if runner is None:
             self.notify("remediations are not available here", severity="warning")
             return
-        busy = any(
-            w.group == REMEDIATION_GROUP and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
-            for w in self.app.workers
-        )
-        if busy:
+        if busy(self.app):
             self.notify("a remediation is in progress; wait for its result", severity="warning")
             return
         self.remediation_line = f"planning {proposal.title} ({proposal.action})…"
@@ -341,62 +343,26 @@ class IncidentScreen(Screen[None]):
             description=f"{proposal.action} for {self.alert}",
         )
 
-    async def _remediation(self, runner: RemediationRunner, proposal: Proposal) -> None:
-        modal: ConfirmScreen | None = None
-        run = self.run
-        evidence = run.results.get(proposal.step) if run is not None else None
-        alert = AlertContext(
+    def say(self, line: str) -> None:
+        """What the action started here is doing, under the proposals."""
+        self.remediation_line = line
+        self.show()
+
+    def alert_context(self) -> AlertContext:
+        return AlertContext(
             self.alert,
             self.book.statuses.get(self.alert),
             latest=lambda: self.book.statuses.get(self.alert),
         )
 
-        async def confirm(preview: Preview) -> bool:
-            nonlocal modal
-            modal = ConfirmScreen(preview, alert=self.alert, proposal=proposal.title)
-            self.remediation_line = f"asking to confirm {proposal.title}…"
-            self.show()
-            await self.app.push_screen(modal)
-            answer = await modal.answer
-            if answer:
-                self.remediation_line = f"running {proposal.title}…"
-                self.show()
-            return answer
-
-        def progress(line: str) -> None:
-            if modal is not None:
-                modal.post_message(ConfirmScreen.Progress(line))
-
-        try:
-            result = await runner.run(
-                RemediationRequest(proposal, alert, evidence), confirm, progress
-            )
-        except Exception as exc:  # shown like any other outcome, never fatal
-            result = RemediationResult("failed", _describe(exc))
-        self.remediation_line = outcome_line(result)
+    async def _remediation(self, runner: RemediationRunner, proposal: Proposal) -> None:
+        run = self.run
+        evidence = run.results.get(proposal.step) if run is not None else None
+        result = await act_with_modal(
+            self.app, runner, proposal, self.alert_context(), evidence=evidence, say=self.say
+        )
         if result.status == "verified":
             self.chart.follow()  # the signal should bend: keep the chart fresh a while
-        if modal is not None and modal.confirmed and modal.is_attached:
-            modal.post_message(ConfirmScreen.Finished(result))
-        else:
-            severity: SeverityLevel = "information" if result.status == "declined" else "warning"
-            self.app.notify(self.remediation_line, severity=severity)
-        self.show()
-
-
-def outcome_line(result: RemediationResult) -> str:
-    """'✗ refused (lease): bob@ops-2 is acting on … · audit 5f3a…'."""
-    symbol, _ = RESULT_LOOK.get(result.status, ("?", None))
-    line = f"{symbol} {result.message or result.status}"
-    if result.action_id:
-        line += f" · audit {result.action_id}"
-    return line
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, OncallError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
 
 
 def proposal_line(proposal: Proposal) -> str:

@@ -25,6 +25,13 @@ def _labels(instance: AlertInstance) -> str:
     return "{" + ", ".join(pairs) + "}"
 
 
+def first_instance(status: RuleStatus | None) -> AlertInstance | None:
+    """The instance the panel lists first (the worst): what `s` silences."""
+    if status is None or not status.instances:
+        return None
+    return min(status.instances, key=lambda i: _ORDER.get(i.state, 2))
+
+
 def instance_lines(status: RuleStatus | None, now: float) -> list[str]:
     """The panel's text, line by line (the tests read these)."""
     if status is None or not status.instances:
