@@ -22,19 +22,20 @@ from collections.abc import Iterable
 from redis.asyncio import Redis
 
 from oncall.backends.redis import RedisClient
-from oncall.model.acks import Ack
+from oncall.model.alertmanager import Acknowledgement
 
 ACKS_KEY = "oncall:acks"
 
 
-def _ack(alert: str, raw: str) -> Ack | None:
+def _ack(raw: str, now: float) -> Acknowledgement | None:
+    """One field's value, if it is an acknowledgement still in time."""
     try:
         value = json.loads(raw)
-        ack = Ack(alert, str(value["by"]), float(value["at"]), float(value["until"]),
-                  str(value.get("note") or ""))  # fmt: skip
+        ack = Acknowledgement(str(value["by"]), float(value["at"]), str(value.get("note") or ""))
+        until = float(value["until"])
     except (ValueError, KeyError, TypeError):
         return None
-    return ack if ack.by else None
+    return ack if ack.by and until > now else None
 
 
 class AckStore:
@@ -44,26 +45,29 @@ class AckStore:
         self._client = client
         self.key = key
 
-    async def all(self, *, now: float | None = None) -> dict[str, Ack]:
-        """Every acknowledgement still in time (HGETALL); raises BackendError."""
+    async def all(self, *, now: float | None = None) -> dict[str, Acknowledgement]:
+        """Every acknowledgement still in time, by alert (one HGETALL); raises BackendError."""
         at = time.time() if now is None else now
-        found = {
-            name: _ack(name, raw) for name, raw in (await self._client.hgetall(self.key)).items()
-        }
-        return {name: ack for name, ack in found.items() if ack is not None and ack.until > at}
+        found = await self._client.hgetall(self.key)
+        acks = {alert: _ack(raw, at) for alert, raw in found.items()}
+        return {alert: ack for alert, ack in acks.items() if ack is not None}
 
-    async def get(self, alert: str) -> Ack | None:
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def get(self, alert: str) -> Acknowledgement | None:
         return (await self.all()).get(alert)
 
-    async def put(self, ack: Ack) -> None:
+    async def put(self, alert: str, ack: Acknowledgement, *, until: float) -> None:
         """HSET the acknowledgement and keep the hash alive until it ends (one MULTI/EXEC)."""
-        ttl_ms = max(1, round((ack.until - time.time()) * 1000))
-        value = json.dumps(ack.as_dict(), ensure_ascii=False)
+        ttl_ms = max(1, round((until - time.time()) * 1000))
+        fields = {"by": ack.by, "at": ack.at, "until": until, "note": ack.note}
+        value = json.dumps(fields, ensure_ascii=False)
 
         async def write(r: Redis) -> None:
             # Every acknowledgement lasts ack_ttl: the newest one ends last.
             async with r.pipeline(transaction=True) as pipe:
-                pipe.hset(self.key, ack.alert, value)
+                pipe.hset(self.key, alert, value)
                 pipe.pexpire(self.key, ttl_ms)
                 await pipe.execute()
 

@@ -32,6 +32,7 @@ from oncall.model.alertmanager import InstanceRouting, RuleRouting, Silence
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.redaction import redact
+from oncall.service.acks import AckView
 from oncall.service.alerts import AlertsReport, alert_engine
 from oncall.service.routing import alertmanager_view
 
@@ -122,6 +123,7 @@ def rule_routing_json(r: RuleRouting | None) -> dict[str, Any] | None:
     return {
         "active": r.active, "silenced": r.silenced, "inhibited": r.inhibited, "other": r.other,
         "unknown": r.unknown, "reason": r.reason, "error": r.error, "ack": ack,
+        "ack_error": r.ack_error,
     }  # fmt: skip
 
 
@@ -199,11 +201,15 @@ async def _run(args: argparse.Namespace) -> int:
     settings = load_from_args(args).settings
     # grace None: the answer waits for Alertmanager too, bounded by its timeout.
     view = alertmanager_view(settings, grace=None)
+    # The acknowledgements are shown beside Alertmanager's routing, when there is one.
+    acks = AckView.from_settings(settings, grace=None) if view.enabled else None
     try:
         async with alert_engine(settings) as engine:
-            return await _loop(args, settings, engine, view, selection)
+            return await _loop(args, settings, engine, view, selection, acks=acks)
     finally:
         await view.aclose()
+        if acks is not None:
+            await acks.aclose()
 
 
 async def _loop(
@@ -212,11 +218,17 @@ async def _loop(
     engine: AlertEngine,
     view: AlertmanagerView,
     selection: Selection,
+    *,
+    acks: AckView | None = None,
 ) -> int:
     while True:
         now = time.time()
         view.start()  # beside Prometheus' request, not after it
+        if acks is not None:
+            acks.start()
         every = await view.annotate(await engine.refresh(now))
+        if acks is not None:
+            every = await acks.annotate(every)
         statuses = [s for s in every if status_matches(selection, s)]
         _say_if_empty(every, statuses, getattr(args, "match", None))
         am_url = settings.alertmanager.url

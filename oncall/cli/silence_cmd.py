@@ -16,9 +16,13 @@ asked.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from oncall.errors import EXIT_OK
 
 
 def register(commands: Any, global_options: Callable[..., None]) -> None:
@@ -35,6 +39,11 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
     for one in (add, expire):
         one.add_argument("--dry-run", action="store_true", help="preview only, change nothing")
         global_options(one, suppress=True)
+    listing = sub.add_parser("list", help="the silences Alertmanager keeps (active and pending)")
+    listing.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    listing.add_argument("--expired", action="store_true", help="expired ones too")
+    global_options(listing, suppress=True)
+    listing.set_defaults(handler=_run_list)
 
     def usage(_args: argparse.Namespace) -> int:
         parser.print_usage(sys.stderr)
@@ -47,3 +56,26 @@ def _run_action(args: argparse.Namespace) -> int:
     from oncall.cli import remediate_cmd
 
     return remediate_cmd.run(args)
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    from oncall.cli.config_cmd import load_from_args
+    from oncall.service.silences import list_silences
+
+    settings = load_from_args(args).settings
+    silences = asyncio.run(list_silences(settings, expired=args.expired))
+    if args.output == "json":
+        print(json.dumps({"silences": silences}, indent=2))
+        return EXIT_OK
+    if not silences:
+        print("no silences", file=sys.stderr)
+    for s in silences:
+        line = (f"{s['id']}  {s['state']:<8} until {s['endsAt']}  {s['matchers']}  "
+                f"by {s['createdBy']}: {s['comment']}")  # fmt: skip
+        print(printable(line))
+    return EXIT_OK
+
+
+def printable(text: str) -> str:
+    """A line for the terminal: a silence made by another tool may carry escape sequences."""
+    return "".join(c if c.isprintable() else "?" for c in text)

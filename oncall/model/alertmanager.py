@@ -183,6 +183,8 @@ class RuleRouting:
     reason: FailureReason | None = None
     error: str | None = None
     ack: Acknowledgement | None = None
+    #: Why the acknowledgements could not be read (Redis down): shown as `ack unknown`.
+    ack_error: str | None = None
 
     @property
     def total(self) -> int:

@@ -27,6 +27,7 @@ from oncall.settings import Settings
 if TYPE_CHECKING:
     from oncall.alerts.engine import AlertEngine
     from oncall.probes.context import ProbeContext
+    from oncall.service.acks import AckView
     from oncall.service.routing import AlertmanagerView
 
 __all__ = ["AlertsSource", "ChecklistRunner", "LiveAlerts", "LiveChecklists", "NoRunbook"]
@@ -78,6 +79,7 @@ class LiveAlerts:
         self._stack = AsyncExitStack()
         self._engine: AlertEngine | None = None
         self.alertmanager: AlertmanagerView | None = None  # made with the engine
+        self.acks: AckView | None = None  # the team's acknowledgements, with it
 
     async def refresh(self) -> list[RuleStatus]:
         if self._engine is None:
@@ -92,11 +94,17 @@ class LiveAlerts:
             self._engine = engine
             self.alertmanager = _alertmanager_view(self.settings)
             self._stack.push_async_callback(self.alertmanager.aclose)
-        view = self.alertmanager
+            if self.alertmanager.enabled:  # acks are shown beside Alertmanager's routing
+                self.acks = _ack_view(self.settings)
+                self._stack.push_async_callback(self.acks.aclose)
+        view, acks = self.alertmanager, self.acks
         if view is None:
             return await self._engine.refresh()
         view.start()  # beside Prometheus' request, not after it
-        return await view.annotate(await self._engine.refresh())
+        if acks is not None:
+            acks.start()
+        statuses = await view.annotate(await self._engine.refresh())
+        return statuses if acks is None else await acks.annotate(statuses)
 
     async def history(self) -> dict[str, list[tuple[float, float]]]:
         if self._engine is None:
@@ -184,6 +192,13 @@ def _alertmanager_view(settings: Settings) -> AlertmanagerView:
     from oncall.service.routing import alertmanager_view
 
     return alertmanager_view(settings, grace=0.5)
+
+
+def _ack_view(settings: Settings) -> AckView:
+    """The board's read of the team's acknowledgements: at most half a second's wait too."""
+    from oncall.service.acks import AckView
+
+    return AckView.from_settings(settings, grace=0.5)
 
 
 def _import_checklist_machinery() -> None:

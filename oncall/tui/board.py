@@ -65,8 +65,9 @@ def routing_cell(routing: RuleRouting | None) -> tuple[str, str | None]:
     if routing is None:
         return "", None
     text = routing.text()
-    if routing.ack is not None:
-        text = f"ack {routing.ack.by}" + (f" · {text}" if text else "")
+    if routing.ack is not None or routing.ack_error is not None:
+        who = routing.ack.by if routing.ack is not None else "unknown"
+        text = f"ack {who}" + (f" · {text}" if text else "")
     if routing.unknown:
         return text, "warning"
     quiet = routing.total and not routing.active and not routing.other

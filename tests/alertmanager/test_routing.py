@@ -18,6 +18,7 @@ from oncall.tui.app import OncallApp
 from tests.alertmanager.conftest import Routed, Silence
 from tests.cli_runner import run_oncall
 from tests.harness.faults import http_stub, silent_listener
+from tests.harness.servers import RunningServer
 from tests.tui.fakes import until
 
 
@@ -27,9 +28,13 @@ def test_label(routed: Routed) -> str:
     return routed.label
 
 
-def config(tmp_path: Path, routed: Routed, am_url: str, timeout: str = "3s") -> Path:
+def config(
+    tmp_path: Path, routed: Routed, am_url: str, timeout: str = "3s", redis: str | None = None
+) -> Path:
+    """`redis`: the acknowledgements' Redis (without one they are `unknown`)."""
     path = tmp_path / "oncall.yaml"
     path.write_text(yaml.safe_dump({
+        **({"redis": {"url": redis}} if redis else {}),
         "prometheus": {"url": routed.prometheus.url, "timeout": "5s"},
         "alertmanager": {"url": am_url, "timeout": timeout},
         "alerts": {"packs": [], "refresh": "1s"},
@@ -49,18 +54,20 @@ def by(instances: list[dict[str, Any]], label: str) -> dict[str, dict[str, Any]]
 
 
 def test_oncall_alerts_shows_silenced_and_inhibited_instances(
-    tmp_path: Path, routed: Routed, silence: Silence
+    tmp_path: Path, routed: Routed, silence: Silence, redis_srv: RunningServer
 ) -> None:
     silence_id = silence(
         {"alertname": "AmP99High", "model": "qwen"}, created_by="alice", comment="qwen fix"
     )
-    path = config(tmp_path, routed, routed.alertmanager.url)
+    path = config(tmp_path, routed, routed.alertmanager.url, redis=redis_srv.url)
     alerts = alerts_json(path)
 
     p99 = alerts["AmP99High"]
     assert p99["state"] == "firing"
     counts = {"active": 1, "silenced": 1, "inhibited": 0, "other": 0, "unknown": 0}
-    assert p99["alertmanager"] == {**counts, "reason": None, "error": None, "ack": None}
+    assert p99["alertmanager"] == {
+        **counts, "reason": None, "error": None, "ack": None, "ack_error": None,
+    }  # fmt: skip
     models = by(p99["instances"], "model")
     assert models["llama"]["state"] == "active"
     assert models["qwen"]["state"] == "silenced"
@@ -112,10 +119,11 @@ def test_refused_or_a_login_page_is_unknown_with_the_reason(
 
 
 async def test_the_board_shows_the_silence_column(
-    tmp_path: Path, routed: Routed, silence: Silence
+    tmp_path: Path, routed: Routed, silence: Silence, redis_srv: RunningServer
 ) -> None:
     silence({"alertname": "AmP99High", "model": "llama"}, created_by="bob", comment="known")
-    settings = load_settings(config=config(tmp_path, routed, routed.alertmanager.url)).settings
+    path = config(tmp_path, routed, routed.alertmanager.url, redis=redis_srv.url)
+    settings = load_settings(config=path).settings
     app = OncallApp(settings)
     async with app.run_test(size=(120, 30)) as pilot:
 

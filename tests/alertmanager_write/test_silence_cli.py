@@ -5,6 +5,7 @@ Refusals: read-only mode, an answer typed ahead, matchers that match everything.
 
 from __future__ import annotations
 
+import json
 import re
 
 from tests.alertmanager_write.conftest import OPERATOR, World
@@ -43,6 +44,10 @@ def test_add_previews_the_matched_alerts_then_expire_ends_it(world: World) -> No
     ]  # fmt: skip
     succeeded = next(r for r in world.records() if r["transition"] == "succeeded")
     assert succeeded["outcome"]["silence_id"] == silence["id"]
+
+    listed = run_inprocess(*world.args("silence", "list", "-o", "json"))
+    assert listed.code == 0, listed.output
+    assert silence["id"] in [s["id"] for s in json.loads(listed.stdout)["silences"]]
 
     expired = run_on_terminal(
         world.args("silence", "expire", silence["id"]), [("to confirm", "yes")]

@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 from oncall.backends.acks import ACKS_KEY, AckStore
-from oncall.model.acks import Ack
 from oncall.model.action_params import AcknowledgeParams
+from oncall.model.alertmanager import Acknowledgement
 from oncall.model.write_path import Plan, Precondition, Target
 from oncall.remediation.action import Action, Say
 from oncall.remediation.actions.silence import operator_name
@@ -31,7 +31,7 @@ from oncall.remediation.clients import Clients
 CURRENT = "acknowledged by"
 
 
-def _shown(ack: Ack | None) -> str:
+def _shown(ack: Acknowledgement | None) -> str:
     if ack is None:
         return "not acknowledged"
     when = time.strftime("%H:%M:%SZ", time.gmtime(ack.at))
@@ -79,12 +79,11 @@ class Acknowledge(Action[AcknowledgeParams]):
 
     async def execute(self, plan: Plan, clients: Clients) -> dict[str, Any]:
         at = time.time()
-        ack = Ack(
-            plan.params["alert"], plan.params["by"], at,
-            at + float(clients.settings.alerts.ack_ttl), plan.params.get("note", ""),
-        )  # fmt: skip
-        await _store(clients).put(ack)
-        return {"acknowledged": ack.alert, **ack.as_dict()}
+        until = at + float(clients.settings.alerts.ack_ttl)
+        ack = Acknowledgement(plan.params["by"], at, plan.params.get("note", ""))
+        await _store(clients).put(plan.params["alert"], ack, until=until)
+        return {"acknowledged": plan.params["alert"], "by": ack.by, "at": at, "until": until,
+                "note": ack.note}  # fmt: skip
 
     async def verify(
         self, plan: Plan, clients: Clients, result: dict[str, Any], say: Say

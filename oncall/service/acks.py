@@ -1,0 +1,98 @@
+"""The team's acknowledgements on the board and in `oncall alerts`: read once per refresh,
+joined to the rules' states as `RuleRouting.ack` (the board's routing cell: 'ack alice').
+
+One HGETALL of `oncall:acks` (oncall/backends/acks.py) per refresh, started beside
+Prometheus' request and waited for at most `grace` seconds after it answered: a slow or dead
+Redis never holds the board. When Redis cannot be asked, every firing or pending rule says
+`ack unknown` (with the reason in `ack_error`) and everything else is shown as it is.
+
+An acknowledgement ends when its alert resolves: a rule seen inactive that still has one has
+it removed (HDEL, housekeeping of the hash alone), so the next firing starts unacknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from oncall.backends import from_settings
+from oncall.backends.acks import AckStore
+from oncall.errors import BackendError
+from oncall.model.alertmanager import Acknowledgement, RuleRouting
+from oncall.model.alerts import RuleStatus
+from oncall.settings import Settings
+
+#: The states an acknowledgement is shown in; in any other the alert has resolved.
+ACTIVE_STATES = ("firing", "pending")
+Read = dict[str, Acknowledgement] | BackendError
+
+
+class AckView:
+    """The latest read of the acknowledgements, and the statuses with them."""
+
+    def __init__(self, store: AckStore, *, grace: float | None = 0.5) -> None:
+        self.store = store
+        self.grace = grace  # None: wait for the whole read (the CLI), bounded by its timeout
+        self._task: asyncio.Task[Read] | None = None
+        self._last: Read | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, grace: float | None = 0.5) -> AckView:
+        return cls(AckStore(from_settings.redis_client(settings.redis)), grace=grace)
+
+    def start(self) -> None:
+        """Start a read unless one is in flight (when the Prometheus refresh starts)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> Read:
+        try:
+            return await self.store.all()
+        except BackendError as exc:
+            return exc
+
+    async def annotate(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
+        """`statuses` with each active rule's acknowledgement (or `ack unknown`)."""
+        self.start()
+        assert self._task is not None
+        if not self._task.done():
+            await asyncio.wait([self._task], timeout=self.grace)
+        if self._task.done():
+            self._last = self._task.result()
+        read = self._last
+        if read is None:
+            read = BackendError("redis", self.store.key, "timeout", "no answer yet")
+        if not isinstance(read, BackendError):
+            await self._clear_resolved(statuses, read)
+        return [with_ack(s, read) for s in statuses]
+
+    async def _clear_resolved(
+        self, statuses: list[RuleStatus], acks: dict[str, Acknowledgement]
+    ) -> None:
+        resolved = [s.rule.name for s in statuses
+                    if s.state not in ACTIVE_STATES and s.state != "unknown"
+                    and s.rule.name in acks]  # fmt: skip
+        if resolved:
+            try:
+                await self.store.clear(resolved)
+            except BackendError:
+                return  # the next refresh tries again; readers skip them meanwhile
+            for name in resolved:
+                acks.pop(name, None)
+
+    async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.store.aclose()
+
+
+def with_ack(status: RuleStatus, read: Read) -> RuleStatus:
+    """The status with its rule's acknowledgement in its routing (active rules only)."""
+    if status.state not in ACTIVE_STATES:
+        return status
+    routing = status.routing or RuleRouting()
+    if isinstance(read, BackendError):
+        return replace(status, routing=replace(routing, ack_error=str(read)))
+    ack = read.get(status.rule.name)
+    return status if ack is None else replace(status, routing=replace(routing, ack=ack))
