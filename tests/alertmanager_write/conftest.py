@@ -78,3 +78,8 @@ def world(
         for silence in made.silences():  # the session's Alertmanager is shared: leave none
             if silence["status"]["state"] != "expired":
                 httpx.delete(f"{made.am}/api/v2/silence/{silence['id']}", trust_env=False)
+
+
+# The module-scoped Prometheus sending its rules' alerts to the session's Alertmanager
+# (tests/alertmanager/conftest.py): the board's silence test runs over it.
+from tests.alertmanager.conftest import routed  # noqa: E402, F401
