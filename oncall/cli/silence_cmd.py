@@ -1,7 +1,7 @@
 """`oncall silence add|list|expire`: Alertmanager silences, as `oncall remediate` runs actions.
 
     oncall silence add MATCHERS --for 2h --comment TEXT [--dry-run]
-    oncall silence list [-o table|json] [--expired]
+    oncall silence [list] [-o table|json] [--expired]
     oncall silence expire ID [--dry-run]
 
 `add` and `expire` are the registry's `silence` and `silence-expire` actions, run through the
@@ -45,11 +45,8 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
     global_options(listing, suppress=True)
     listing.set_defaults(handler=_run_list)
 
-    def usage(_args: argparse.Namespace) -> int:
-        parser.print_usage(sys.stderr)
-        return 2
-
-    parser.set_defaults(handler=usage)
+    # Bare `oncall silence` lists them, as `amtool silence` does.
+    parser.set_defaults(handler=_run_list, output="table", expired=False)
 
 
 def _run_action(args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ from tests.tui.fakes import status
     ("code", "body", "said"),
     [
         (401, b"Unauthorized", "alertmanager at http://127.0.0.1"),
-        (200, b"<html><form>Sign in</form></html>", "not an Alertmanager API answer"),
+        (200, b"<html><form>Sign in</form></html>", "not an Alertmanager API response"),
     ],
     ids=["401", "login-page"],
 )

@@ -61,36 +61,33 @@ def test_add_previews_the_matched_alerts_then_expire_ends_it(world: World) -> No
     ]  # fmt: skip
 
 
-def test_a_silence_that_matches_nothing_is_flagged(world: World) -> None:
-    ran = run_on_terminal(
-        world.args("silence", "add", f'{{case="{world.case}"}}', "--comment", "ahead"),
-        [("to confirm", "no")],
-    )
-    assert ran.code == 1, ran.output
-    assert "0 alerts match now; WARNING: matches NO alert now" in ran.output
+def _add(world: World, *before: str) -> list[str]:
+    return world.args(*before, "silence", "add", f'{{case="{world.case}"}}', "--comment", "c")
+
+
+def _nothing_silenced(world: World, code: int, output: str, said: str, audited: list[str]) -> None:
+    assert code == 1, output
+    assert said in output, output
     assert world.silences() == []
-    assert _transitions(world, "silence") == ["proposed", "declined"]
+    assert _transitions(world, "silence") == audited
+
+
+def test_a_silence_that_matches_nothing_is_flagged(world: World) -> None:
+    ran = run_on_terminal(_add(world), [("to confirm", "no")])
+    flagged = "0 alerts match now; WARNING: matches NO alert now"
+    _nothing_silenced(world, ran.code, ran.output, flagged, ["proposed", "declined"])
 
 
 def test_read_only_refuses_and_audits(world: World) -> None:
     world.post_alerts({"alertname": "X"})
-    ran = run_on_terminal(
-        world.args("--read-only", "silence", "add", f'{{case="{world.case}"}}', "--comment", "c")
-    )
-    assert ran.code == 1, ran.output
-    assert "refused (read-only)" in ran.output
-    assert world.silences() == []
-    assert _transitions(world, "silence") == ["proposed", "refused"]
+    ran = run_on_terminal(_add(world, "--read-only"))
+    _nothing_silenced(world, ran.code, ran.output, "refused (read-only)", ["proposed", "refused"])
 
 
 def test_an_answer_typed_ahead_does_not_confirm(world: World) -> None:
     world.post_alerts({"alertname": "X"})
-    code, output = _typed_ahead(
-        world.args("silence", "add", f'{{case="{world.case}"}}', "--comment", "c"), b"yes\n"
-    )
-    assert code == 1, output
-    assert "declined" in output
-    assert world.silences() == []
+    code, output = _typed_ahead(_add(world), b"yes\n")
+    _nothing_silenced(world, code, output, "declined", ["proposed", "declined"])
 
 
 def test_matchers_that_match_everything_are_refused(world: World) -> None:

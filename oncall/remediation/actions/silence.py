@@ -33,6 +33,7 @@ from oncall.backends.alertmanager_write import api_matcher
 from oncall.backends.identity import kube_identity, os_account
 from oncall.errors import OncallError
 from oncall.model.action_params import SilenceParams
+from oncall.model.alertmanager import AmAlert
 from oncall.model.matchers import Matcher, MatcherError, parse_selection
 from oncall.model.write_path import Plan, Precondition, Target
 from oncall.remediation.action import Action, PlanError, Say
@@ -87,16 +88,16 @@ def iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def alert_line(alert: dict[str, Any]) -> str:
+def alert_line(alert: AmAlert) -> str:
     """'{alertname="X", pod="vllm-0"} active' (the state Alertmanager gives it)."""
-    labels = alert.get("labels") or {}
-    pairs = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    state = (alert.get("status") or {}).get("state", "unknown")
-    return f"{{{pairs}}} {state}"
+    pairs = ", ".join(f'{k}="{v}"' for k, v in sorted(alert.labels.items()))
+    return f"{{{pairs}}} {alert.state}"
 
 
-def _fingerprints(alerts: list[dict[str, Any]]) -> list[str]:
-    return sorted(str(a.get("fingerprint", "")) for a in alerts)
+async def matched(clients: Clients, matchers: tuple[Matcher, ...]) -> list[AmAlert]:
+    """The alerts Alertmanager selects with `matchers` now (silenced and inhibited too)."""
+    async with clients.alertmanager_writer() as am:
+        return await am.alerts(matchers=[str(m) for m in matchers])
 
 
 class Silence(Action[SilenceParams]):
@@ -109,8 +110,7 @@ class Silence(Action[SilenceParams]):
         if not params.comment:
             raise PlanError("a silence needs a comment: why, for everyone who sees it")
         author = await operator_name(clients)
-        async with clients.alertmanager_writer() as am:
-            matched = await am.matching_alerts(matchers)
+        found = await matched(clients, matchers)
         starts = datetime.now(UTC)
         ends = starts + timedelta(seconds=seconds)
         shown = "{" + ", ".join(map(str, matchers)) + "}"
@@ -121,15 +121,15 @@ class Silence(Action[SilenceParams]):
             "createdBy": author,
             "comment": params.comment,
         }
-        lines = [alert_line(a) for a in matched[:SHOWN_ALERTS]]
-        if len(matched) > SHOWN_ALERTS:
-            lines.append(f"… {len(matched) - SHOWN_ALERTS} more")
-        flag = "" if matched else "; WARNING: matches NO alert now (check the matchers)"
+        lines = [alert_line(a) for a in found[:SHOWN_ALERTS]]
+        if len(found) > SHOWN_ALERTS:
+            lines.append(f"… {len(found) - SHOWN_ALERTS} more")
+        flag = "" if found else "; WARNING: matches NO alert now (check the matchers)"
         return Plan(
             action=self.name,
             params=params.model_dump(),
             target=Target("Silence", shown),
-            before=f"{len(matched)} alert{'s' if len(matched) != 1 else ''} match now{flag}",
+            before=f"{len(found)} alert{'s' if len(found) != 1 else ''} match now{flag}",
             after=(
                 f"silenced {shown} from {iso(starts)} to {iso(ends)} ({params.duration}) by "
                 f"{author}: {params.comment}"
@@ -139,24 +139,22 @@ class Silence(Action[SilenceParams]):
             confirm_word="yes",
             notes=tuple(f"matches {line}" for line in lines)
             or ("matches no alert now: the silence waits for one",),
-            preconditions=(Precondition(MATCHED, _fingerprints(matched)),),
+            preconditions=(Precondition(MATCHED, sorted(a.fingerprint for a in found)),),
         )
 
     async def dry_run(self, plan: Plan, clients: Clients) -> Any:
         """Alertmanager has no dry run for silences: the alerts it would match, asked again."""
-        async with clients.alertmanager_writer() as am:
-            matched = await am.matching_alerts(silence_matchers(plan.params["matchers"]))
+        found = await matched(clients, silence_matchers(plan.params["matchers"]))
         return {
-            "matches": len(matched),
-            "alerts": [alert_line(a) for a in matched[:SHOWN_ALERTS]],
-            **({} if matched else {"warning": "the silence matches no alert now"}),
+            "matches": len(found),
+            "alerts": [alert_line(a) for a in found[:SHOWN_ALERTS]],
+            **({} if found else {"warning": "the silence matches no alert now"}),
         }
 
     async def changed_since_plan(self, plan: Plan, clients: Clients) -> str | None:
         shown = _shown_fingerprints(plan)
-        async with clients.alertmanager_writer() as am:
-            now = await am.matching_alerts(silence_matchers(plan.params["matchers"]))
-        new = [a for a in now if str(a.get("fingerprint", "")) not in shown]
+        now = await matched(clients, silence_matchers(plan.params["matchers"]))
+        new = [a for a in now if a.fingerprint not in shown]
         if new:
             return (
                 f"the silence would now also mute {len(new)} alert(s) not in the preview: "
@@ -176,6 +174,7 @@ class Silence(Action[SilenceParams]):
         self, plan: Plan, clients: Clients, result: dict[str, Any], say: Say
     ) -> tuple[bool, str]:
         silence_id = str(result["silence_id"])
+        selected = silence_matchers(plan.params["matchers"])
         async with clients.alertmanager_writer() as am:
             silence = await am.silence(silence_id)
             state = silence["status"].get("state")
@@ -185,8 +184,8 @@ class Silence(Action[SilenceParams]):
             say(f"{until}; waiting for Alertmanager to mark its alerts silenced")
             deadline = time.monotonic() + SEEN_TIMEOUT_S
             while True:  # bounded by the deadline: Alertmanager marks alerts when they are read
-                alerts = await am.matching_alerts(silence_matchers(plan.params["matchers"]))
-                muted = [a for a in alerts if silence_id in _silenced_by(a)]
+                alerts = await am.alerts(matchers=[str(m) for m in selected])
+                muted = [a for a in alerts if silence_id in a.silenced_by]
                 if len(muted) == len(alerts):
                     return True, f"{until}; {len(muted)} alert(s) silenced by it"
                 if time.monotonic() >= deadline:
@@ -197,11 +196,6 @@ class Silence(Action[SilenceParams]):
 def _shown_fingerprints(plan: Plan) -> set[str]:
     seen = plan.expected(MATCHED)
     return set(seen.expected or ()) if seen is not None else set()
-
-
-def _silenced_by(alert: dict[str, Any]) -> list[str]:
-    found = (alert.get("status") or {}).get("silencedBy")
-    return [str(s) for s in found] if isinstance(found, list) else []
 
 
 ACTION = Silence()

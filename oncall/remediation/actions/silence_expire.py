@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oncall.backends.alertmanager_write import matcher_text
+from oncall.backends.alertmanager import parse_silence
 from oncall.errors import BackendError
 from oncall.model.action_params import SilenceExpireParams
 from oncall.model.write_path import Plan, Precondition, Target
@@ -27,15 +27,19 @@ SHOWN = "silence as shown"
 
 
 def _facts(silence: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "endsAt": silence.get("endsAt"),
-        "matchers": [matcher_text(m) for m in silence.get("matchers") or ()],
-    }
+    return {"endsAt": silence.get("endsAt"), "matchers": _matchers(silence)}
+
+
+def _matchers(silence: dict[str, Any]) -> str:
+    try:
+        return parse_silence(silence).matchers_text()
+    except (KeyError, TypeError, ValueError):
+        return "{?}"  # shown as unreadable; the precondition compares it as it is
 
 
 def describe(silence: dict[str, Any]) -> str:
     """'active until 2026-…Z: {pod="vllm-0"} by alice: rollout'."""
-    matchers = "{" + ", ".join(_facts(silence)["matchers"]) + "}"
+    matchers = _matchers(silence)
     state = (silence.get("status") or {}).get("state", "unknown")
     return (
         f"{state} until {silence.get('endsAt')}: {matchers} by {silence.get('createdBy')}: "
