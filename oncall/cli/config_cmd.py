@@ -24,7 +24,13 @@ def flags_from_args(args: argparse.Namespace) -> list[FlagValue]:
 
 
 def load_from_args(args: argparse.Namespace) -> LoadedSettings:
-    return load_settings(config=getattr(args, "config", None), flags=flags_from_args(args))
+    """The settings the command line asks for, of the context `--context` names (else
+    $ONCALL_CONTEXT; else the top level, and the app shows every context)."""
+    return load_settings(
+        config=getattr(args, "config", None),
+        flags=flags_from_args(args),
+        context=getattr(args, "context", None),
+    )
 
 
 def show(args: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ root-cause checklists, human-confirmed remediations and a tamper-evident audit l
 EPILOG = """\
 settings: oncall.yaml in the working directory, or --config FILE, or $ONCALL_CONFIG;
 then ONCALL_* environment variables (ONCALL_REDIS__TIMEOUT=1s); then flags.
+--context NAME (or $ONCALL_CONTEXT) works in one of the settings' `contexts:`.
 `oncall config show` prints every effective setting and where it came from.
 
 exit codes: 0 all well; 1 something found; 2 usage or configuration error;
@@ -57,6 +58,12 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument(
         "--config", type=Path, metavar="FILE", default=default, help="settings file to read"
+    )
+    parser.add_argument(
+        "--context",
+        metavar="NAME",
+        default=default,
+        help="the context (cluster) of `contexts:` to work in; default $ONCALL_CONTEXT",
     )
     parser.add_argument(
         "--read-only",

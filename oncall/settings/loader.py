@@ -22,7 +22,9 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from oncall.errors import ConfigError, Problem
 from oncall.redaction import redact, register_secret, register_url
-from oncall.settings.model import Settings
+from oncall.settings import contexts
+from oncall.settings.contexts import CONTEXT_ENV, deep_merge, section_path
+from oncall.settings.model import ContextEntry, Settings
 from oncall.settings.yaml_marks import (
     KeyPath,
     MarkedDocument,
@@ -59,9 +61,12 @@ class FlagValue:
 
 
 def _annotation_at(path: KeyPath) -> Any:
-    """The type annotation of the settings field at path, or None when there is no such field."""
+    """The type annotation of the settings field at path, or None when there is no such field.
+    Under `contexts.NAME` the fields are those of a context entry."""
     model: type[BaseModel] = Settings
     annotation: Any = None
+    if len(path) >= 2 and path[0] == "contexts":
+        model, annotation, path = ContextEntry, ContextEntry, path[2:]
     for part in path:
         if not isinstance(part, str) or part not in model.model_fields:
             return None
@@ -86,9 +91,12 @@ def _is_secret(annotation: Any) -> bool:
 def leaf_paths(
     model: type[BaseModel] = Settings, prefix: tuple[str, ...] = ()
 ) -> list[tuple[str, ...]]:
-    """Every settable key path, in declaration order."""
+    """Every settable key path, in declaration order; `contexts` is not one (a map of
+    contexts, each shown by `config show --context NAME` as the top-level keys)."""
     paths: list[tuple[str, ...]] = []
     for name, info in model.model_fields.items():
+        if model is Settings and name == "contexts":
+            continue
         annotation = info.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             paths.extend(leaf_paths(annotation, (*prefix, name)))
@@ -130,21 +138,11 @@ def _leaf_overrides(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> li
         path = (*prefix, str(key))
         annotation = _annotation_at(path)
         is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        if is_section and isinstance(value, Mapping):
+        if (is_section or path == ("contexts",)) and isinstance(value, Mapping):
             found.extend(_leaf_overrides(value, path))
         else:
             found.append(path)
     return found
-
-
-def _deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def _env_source(
@@ -154,7 +152,7 @@ def _env_source(
     where: dict[KeyPath, str] = {}
     problems: list[Problem] = []
     for name in sorted(environ):
-        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+        if not name.startswith(ENV_PREFIX) or name in (CONFIG_ENV, CONTEXT_ENV):
             continue
         path = tuple(name[len(ENV_PREFIX) :].lower().split("__"))
         where[path] = f"env {name}"
@@ -238,7 +236,10 @@ def _message(error: Mapping[str, Any], loc: KeyPath, secret: bool) -> str:
 
 def _register_secrets(settings: Settings) -> None:
     """Tell the redaction every secret of these settings: SecretStr values and the passwords
-    of every configured URL, wherever the value came from (file, environment, flag)."""
+    of every configured URL, wherever the value came from (file, environment, flag), of the
+    top level and of every context."""
+    for name in settings.contexts:
+        _register_secrets(settings.for_context(name).model_copy(update={"contexts": {}}))
     dumped = settings.model_dump(mode="python")
     for path in leaf_paths():
         value: Any = dumped
@@ -257,8 +258,13 @@ def load_settings(
     flags: list[FlagValue] | None = None,
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    context: str | None = None,
 ) -> LoadedSettings:
-    """Build the effective settings; raise ConfigError listing every problem found."""
+    """Build the effective settings; raise ConfigError listing every problem found.
+
+    `context` (else $ONCALL_CONTEXT) selects one of `contexts:`: the settings returned are
+    that context's (`Settings.for_context`), and the sources say which values it set itself.
+    An unknown context is a UsageError naming the known ones."""
     environ = os.environ if environ is None else environ
     cwd = cwd or Path.cwd()
     problems: list[Problem] = []
@@ -288,15 +294,17 @@ def load_settings(
     problems.extend(env_problems + flag_problems)
 
     file_data = document.data if document else {}
-    merged = _deep_merge(_deep_merge(file_data, env_data), flag_data)
+    merged = deep_merge(deep_merge(file_data, env_data), flag_data)
     secrets = secret_paths()
     try:
-        settings = Settings.model_validate(merged)
+        settings = Settings.model_validate(contexts.expand(merged))
     except ValidationError as exc:
         for error in exc.errors():
             loc = tuple(error["loc"])
+            if contexts.inherited_error(loc, merged):
+                continue
             of_key = error["type"] == "extra_forbidden"
-            secret = any(loc[: len(p)] == p for p in secrets)
+            secret = any(section_path(loc)[: len(p)] == p for p in secrets)
             message = _message(error, loc, secret)
             problems.append(
                 _locate(
@@ -305,8 +313,10 @@ def load_settings(
             )
     if problems:
         raise ConfigError(problems)
+    contexts.check_kube_contexts(settings, document, {**env_where, **flag_where}, environ)
     _register_secrets(settings)
     set_limits(settings.limits.yaml_limits())
+    selected = contexts.select(settings, context, environ)
 
     sources = {".".join(path): "default" for path in leaf_paths()}
     if document is not None:
@@ -316,4 +326,21 @@ def load_settings(
     for table, data in ((env_where, env_data), (flag_where, flag_data)):
         for path in _leaf_overrides(data):
             sources[".".join(path)] = table.get(path, "")
-    return LoadedSettings(settings=settings, config_file=config_file, sources=sources)
+    if selected.selected_context is not None:
+        chosen_by = "flag --context" if context else f"env {CONTEXT_ENV}"
+        _context_sources(sources, selected.selected_context, chosen_by)
+    return LoadedSettings(settings=selected, config_file=config_file, sources=sources)
+
+
+def _context_sources(sources: dict[str, str], name: str, chosen_by: str) -> None:
+    """Where context `name`'s values came from, under the top-level keys they replace: its
+    own (`FILE:LINE (context eu)`), else inherited from the top level (the source as it is)."""
+    prefix = f"contexts.{name}."
+    for dotted, source in list(sources.items()):
+        if dotted.startswith(prefix):
+            key = dotted.removeprefix(prefix)
+            key = "context.production" if key == "production" else key
+            sources[key] = f"{source} (context {name})"
+        if dotted.startswith("contexts."):
+            del sources[dotted]
+    sources["context.name"] = chosen_by

@@ -7,10 +7,18 @@ setting silently ignored. Secrets are `SecretStr` and never printed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    create_model,
+    field_validator,
+)
 
 from oncall.model.matchers import MatcherError, parse_selection
 from oncall.settings.durations import Duration
@@ -272,3 +280,77 @@ class Settings(Section):
         default_factory=dict,
         description="Keymap: binding id (listed by `?`) → key(s), e.g. {app.command: ctrl+k}.",
     )
+    contexts: dict[str, ContextEntry] = Field(
+        default_factory=dict,
+        description="Named clusters (regions, staging, production), each with its own "
+        "backends; a section a context sets is merged over the top-level one of that name.",
+    )
+
+    def for_context(self, name: str) -> Settings:
+        """These settings with context `name`'s sections in place of the top-level ones, and
+        `context.name` set to it: what every command and client of that context reads."""
+        entry = self.contexts[name]
+        update: dict[str, Any] = {section: getattr(entry, section) for section in per_context()}
+        update["context"] = ContextSettings(name=name, production=entry.production)
+        return self.model_copy(update=update)
+
+    @property
+    def selected_context(self) -> str | None:
+        """The context these settings are for (`for_context`); None: all of them, or none."""
+        return self.context.name if self.context.name in self.contexts else None
+
+    def context_names(self) -> list[str]:
+        """The contexts, in the file's order; without `contexts:`, the one `context.name`."""
+        return list(self.contexts) or [self.context.name]
+
+
+#: The sections a context may set: the backends of one cluster. Named here rather than marked
+#: on the section models, so that a section added later (alertmanager) is per context as soon
+#: as `Settings` has it: the ones `Settings` lacks are skipped.
+PER_CONTEXT_SECTIONS = (
+    "prometheus",
+    "alertmanager",
+    "kubernetes",
+    "redis",
+    "vllm",
+    "gpu",
+    "degradation",
+)
+
+
+def per_context() -> tuple[str, ...]:
+    """The per-context sections this version of `Settings` has, in their declared order."""
+    return tuple(name for name in PER_CONTEXT_SECTIONS if name in Settings.model_fields)
+
+
+def _context_entry() -> type[Section]:
+    """The model of one entry of `contexts:`: every per-context section, typed as the
+    top-level one, and `production`. The loader fills in what the entry leaves out from the
+    top level before validating, so every field here is the context's effective value."""
+    fields: dict[str, Any] = {}
+    for name in per_context():
+        section = Settings.model_fields[name].annotation
+        assert isinstance(section, type)  # a section model, by declaration
+        fields[name] = (section, Field(default_factory=section))
+    fields["production"] = (
+        bool,
+        Field(False, description="A production cluster: a banner, and its name is typed."),
+    )
+    model: type[Section] = create_model(
+        "ContextEntry", __base__=Section, __doc__="One named context of `contexts:`.", **fields
+    )
+    return model
+
+
+if TYPE_CHECKING:
+
+    class ContextEntry(Section):
+        """What mypy knows of the model `_context_entry` makes."""
+
+        production: bool
+
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    ContextEntry = _context_entry()
+Settings.model_rebuild()
