@@ -57,7 +57,8 @@ class AuditQuery:
 
     Every criterion that is set must hold: `words` (lower case) must all appear in the
     record's `search_text`; `since`, its time at or after; `actor`, within its user
-    (case-insensitive); `action`, exactly its action; `target`, within its target's name.
+    (case-insensitive); `action`, exactly its action; `target`, within its target's name;
+    `context`, exactly the context it acted in (`contexts:`).
     """
 
     words: tuple[str, ...] = ()
@@ -65,8 +66,11 @@ class AuditQuery:
     actor: str | None = None
     action: str | None = None
     target: str | None = None
+    context: str | None = None
 
     def matches(self, record: Record) -> bool:
+        if self.context is not None and record.get("context") != self.context:
+            return False
         if self.since is not None:
             try:
                 if parse_time(str(record.get("ts"))) < self.since:

@@ -51,14 +51,14 @@ OUTCOMES = ("succeeded", "failed")
 
 # The order fields are written in; the hash does not depend on it (canonical JSON sorts keys).
 FIELDS = (
-    "seq", "id", "ts", "action_id", "transition", "action", "target", "actor", "alert",
-    "evidence", "request", "dry_run", "outcome", "guard", "duration_s", "detail", "log", "prev",
-    "hash",
+    "seq", "id", "ts", "action_id", "transition", "action", "target", "actor", "context",
+    "alert", "evidence", "request", "dry_run", "outcome", "guard", "duration_s", "detail", "log",
+    "prev", "hash",
 )  # fmt: skip
 # Set by the log itself, never by a caller. `log` names the log a record belongs to
 # ({id, host, uid, path}): the team Stream keys its copies by log id + seq with it.
 ASSIGNED = ("seq", "id", "ts", "log", "prev", "hash")
-OPTIONAL = ("alert", "evidence", "request", "dry_run", "outcome", "guard", "duration_s")
+OPTIONAL = ("context", "alert", "evidence", "request", "dry_run", "outcome", "guard", "duration_s")
 
 # Whole key names (after lower-casing, "-" → "_") whose values are always masked. Anchored on
 # purpose: "tokens_per_s" or "max_tokens" are evidence, "bearer_token" is a secret.

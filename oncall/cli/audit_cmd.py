@@ -1,6 +1,7 @@
 """`oncall audit list|show|verify|acknowledge|export` — for audit reviewers; reads `audit.path`.
 
-- `list [--since DUR|TIME] [--actor X] [--action A] [--target T] [-o table|json]`
+- `list [--since DUR|TIME] [--actor X] [--action A] [--target T] [--context NAME]
+  [-o table|json]`: --context keeps the records of actions in that context (`contexts:`)
 - `show ID`: one record by id or seq, as indented JSON; exit 2 when there is none.
 - `verify`: "OK: N records, chain intact", or every break in the chain, each with its scar id;
   the local chain is cross-checked against the team Stream (`audit.redis_stream`): records
@@ -100,7 +101,13 @@ def _query(args: argparse.Namespace) -> AuditQuery:
         since = parse_since(args.since) if args.since else None
     except OverflowError:  # "99999999999d": further back than a datetime can go
         raise UsageError(f"--since {args.since!r}: too far back") from None
-    return AuditQuery(since=since, actor=args.actor, action=args.action, target=args.target)
+    return AuditQuery(
+        since=since,
+        actor=args.actor,
+        action=args.action,
+        target=args.target,
+        context=getattr(args, "context", None),  # --context: that context's records only
+    )
 
 
 def _selected(audit: LiveAudit, args: argparse.Namespace) -> list[LogLine]:

@@ -194,6 +194,17 @@ class AlertInstance:
     routing: InstanceRouting | None = None
 
 
+def context_key(context: str, name: str) -> str:
+    """An alert's key on a board of several contexts (context names never hold a '/')."""
+    return f"{context}/{name}" if context else name
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(context, alert name) of a key made by `context_key`; ("", key) without a context."""
+    context, sep, name = key.partition("/")
+    return (context, name) if sep else ("", key)
+
+
 @dataclass(frozen=True)
 class RuleStatus:
     """One rule's state after a refresh, with the instances behind it.
@@ -213,6 +224,13 @@ class RuleStatus:
     #: Its firing instances as Alertmanager handles them, and its acknowledgement (`ack`);
     #: None when no Alertmanager is configured or nothing fires.
     routing: RuleRouting | None = None
+    #: The context (`contexts:`) whose Prometheus said so; "" with one context only.
+    context: str = ""
+
+    @property
+    def key(self) -> str:
+        """What the app knows the alert by: `eu/LLMHighP99Latency`, or the name alone."""
+        return context_key(self.context, self.rule.name)
 
     @property
     def unreachable(self) -> bool:

@@ -5,6 +5,7 @@ app's confirm modal shows them. They live here, apart from the executor, for the
 the checklist's events live in `checklist_events`: a screen holds and renders them without
 importing the Kubernetes and Redis writers, the guards or the audit log.
 
+    Cluster    where it acts: the settings context, its kube context and API server
     Plan       what an action will do: exact target, before → after, request, preconditions
     Preview    the plan with the server's dry run and every guard's verdict
     Outcome    how the executor's lifecycle ended, with the audit records it wrote
@@ -49,6 +50,27 @@ class Target:
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """Where a plan acts: the context of `contexts:` (or the one `context.name`), the kube
+    context and API server its kubeconfig leads to, and whether it is production. The
+    executor stamps it on every plan it makes and refuses a plan of another context."""
+
+    context: str
+    kube_context: str | None = None
+    server: str | None = None
+    production: bool = False
+
+    @property
+    def label(self) -> str:
+        """`context us (production) · kube context kind-us · API server https://…`."""
+        kind = " (production)" if self.production else ""
+        return (
+            f"context {self.context}{kind} · kube context {self.kube_context or 'unknown'} · "
+            f"API server {self.server or 'unknown'}"
+        )
+
+
+@dataclass(frozen=True)
 class Precondition:
     """One fact the plan was made on, compared again just before the write.
 
@@ -82,6 +104,13 @@ class Plan:
     #: The workload the change touches beyond its target (a rebuilt pod's Deployment): its
     #: Lease is taken with the target's, so two pods of one workload are not acted on at once.
     workload: Target | None = None
+    #: Where it acts; None only before the executor stamps it (`Remediator.plan`).
+    cluster: Cluster | None = None
+
+    @property
+    def needs_typing(self) -> bool:
+        """The person types `confirm_word`: a dangerous action, or any in production."""
+        return self.dangerous or (self.cluster is not None and self.cluster.production)
 
     @property
     def lease_targets(self) -> tuple[Target, ...]:
@@ -198,6 +227,7 @@ def render_preview(preview: Preview) -> str:
     lines = [
         f"{plan.action} {plan.target.label}"
         + (f" (UID {plan.target.uid})" if plan.target.uid else ""),
+        *([f"  in:      {plan.cluster.label}"] if plan.cluster else []),
         f"  before:  {plan.before}",
         f"  after:   {plan.after}",
         f"  request: {_show(plan.request)}",

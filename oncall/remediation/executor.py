@@ -48,6 +48,12 @@ from oncall.remediation import registry
 from oncall.remediation.action import PlanError
 from oncall.remediation.audit_mirror import mirror_to_stream
 from oncall.remediation.clients import Clients
+from oncall.remediation.context_guard import (
+    check_rollback_context,
+    cluster_of,
+    context_refusal,
+    stamped,
+)
 from oncall.remediation.guards import read_only_guard
 from oncall.remediation.lease import TargetLease, holder_identity
 from oncall.remediation.policy import APPROVAL_TIMEOUT_S, Guards
@@ -179,7 +185,9 @@ class Remediator:
 
     # -- audit -----------------------------------------------------------------------------
 
-    async def _record(self, run: _Run, transition: str, **fields: Any) -> dict[str, Any]:
+    async def _record(
+        self, run: _Run, transition: str, *, mirror: bool = True, **fields: Any
+    ) -> dict[str, Any]:
         plan = run.plan
         # The append fsyncs: in a thread, so the caller's loop (the app's) keeps answering.
         record = await asyncio.to_thread(
@@ -189,11 +197,13 @@ class Remediator:
             action=plan.action,
             target=plan.target.as_dict(),
             actor=self.actor,
+            context=self.settings.context.name,  # `oncall audit list --context`
             alert=self.alert,
             **fields,
         )
         run.records.append(record)
-        await self._mirror(record, plan)
+        if mirror:
+            await self._mirror(record, plan)
         return record
 
     async def _mirror(self, record: dict[str, Any], plan: Plan) -> None:
@@ -219,7 +229,9 @@ class Remediator:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def plan(self, action: str, params: dict[str, Any]) -> Plan:
-        return await registry.plan(action, params, self.clients)
+        """The action's plan in this remediator's context (`context_guard.stamped`)."""
+        plan = await registry.plan(action, params, self.clients)
+        return stamped(plan, await asyncio.to_thread(cluster_of, self.settings))
 
     async def preview(self, plan: Plan) -> Preview:
         """Dry run and every guard's verdict, before anyone is asked to confirm."""
@@ -257,6 +269,13 @@ class Remediator:
         """
         say = progress or (lambda _text: None)
         run = _Run(new_action_id(), plan)
+        elsewhere = context_refusal(plan, self.settings)
+        if elsewhere is not None:  # recorded here only: no client of this context is used
+            await self._record(
+                run, "refused", mirror=False, guard=elsewhere.guard, outcome=elsewhere.reason,
+                detail=elsewhere.detail,
+            )  # fmt: skip
+            return run.end("refused", f"refused (context): {elsewhere.reason}", elsewhere)
         await self.identify()
         preview = await self.preview(plan)
         preview = run.preview = Preview(plan, preview.dry_run, (*preview.verdicts, *extra))
@@ -324,6 +343,7 @@ class Remediator:
         proposed = next((r for r in records if r.get("transition") == "proposed"), None)
         if proposed is None:
             raise PlanError(f"no action {action_id} in the audit log {self.log.path}")
+        check_rollback_context(proposed, self.settings)
         if not any(r.get("transition") in ("verified", "succeeded") for r in records):
             raise PlanError(f"action {action_id} never ran: nothing to roll back")
         if any(r.get("transition") == "rolled_back" for r in records):

@@ -127,6 +127,10 @@ class LiveRemediations:
         proposal, alert, evidence = request.proposal, request.alert, request.evidence
         if proposal.error:
             return RemediationResult("not planned", f"not actionable: {proposal.error}")
+        context = alert.status.context if alert.status is not None else ""
+        if context and context != self.settings.context.name:  # contexts: one runner each
+            why = f"the alert is of context {context!r}, not {self.settings.context.name!r}"
+            return RemediationResult("not planned", why)
         answers: list[bool] = []  # the person's answers to `confirm`, in order
 
         async def ask(preview: Preview) -> bool:

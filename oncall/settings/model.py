@@ -6,6 +6,7 @@ setting silently ignored. Secrets are `SecretStr` and never printed.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -25,6 +26,7 @@ from oncall.settings.durations import Duration
 from oncall.settings.yaml_marks import YamlLimits
 
 _DEFAULT_LIMITS = YamlLimits()
+_CONTEXT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
 def _checked_url(schemes: tuple[str, ...]) -> AfterValidator:
@@ -285,6 +287,18 @@ class Settings(Section):
         description="Named clusters (regions, staging, production), each with its own "
         "backends; a section a context sets is merged over the top-level one of that name.",
     )
+
+    @field_validator("contexts")
+    @classmethod
+    def _context_names(cls, contexts: dict[str, Any]) -> dict[str, Any]:
+        # A name is part of an alert's key on the board (`eu/LLMHighP99Latency`) and of the
+        # typed confirmation in production: plain words only.
+        bad = [name for name in contexts if not _CONTEXT_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(
+                f"context names are letters, digits, '.', '_' and '-': not {', '.join(bad)}"
+            )
+        return contexts
 
     def for_context(self, name: str) -> Settings:
         """These settings with context `name`'s sections in place of the top-level ones, and

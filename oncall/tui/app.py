@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App
@@ -25,23 +25,23 @@ from textual.command import Provider
 from textual.screen import Screen
 
 from oncall.errors import ConfigError, OncallError
-from oncall.model.alerts import RuleStatus
+from oncall.model.alerts import RuleStatus, split_key
+from oncall.service.contexts import live_alert_sources, live_checklists
 from oncall.service.sources import (
     AlertsSource,
     ChecklistRunner,
-    LiveAlerts,
-    LiveChecklists,
     NoRunbook,
 )
 from oncall.settings import Settings
+from oncall.tui import contexts_view
 from oncall.tui.board import BoardScreen
 from oncall.tui.commands import (
     CommandLineScreen,
     ContextScreen,
     OncallCommands,
     binding_ids,
-    find_command,
     oncall_binding_owners,
+    parse_command,
     split_keymap,
     unknown_command,
     unknown_keys_text,
@@ -94,7 +94,7 @@ class OncallApp(App[None]):
         self,
         settings: Settings,
         *,
-        alerts_source: AlertsSource | None = None,
+        alerts_source: AlertsSource | Mapping[str, AlertsSource] | None = None,
         checklist_runner: ChecklistRunner | None = None,
         audit_source: AuditSource | None = None,
         remediation_runner: RemediationRunner | None = None,
@@ -102,8 +102,16 @@ class OncallApp(App[None]):
     ) -> None:
         super().__init__()
         self.settings = settings
-        self.alerts_source = alerts_source or LiveAlerts(settings)
-        self.checklists = checklist_runner or LiveChecklists(settings)
+        # One source per context (`contexts:`), each refreshed by its own loop; "" alone
+        # with one context. Tests hand in one source, or one per context.
+        if alerts_source is None:
+            self.alerts_sources = live_alert_sources(settings)
+        elif isinstance(alerts_source, Mapping):
+            self.alerts_sources = dict(alerts_source)
+        else:
+            self.alerts_sources = {"": alerts_source}
+        self.alerts_source = next(iter(self.alerts_sources.values()))
+        self.checklists = checklist_runner or live_checklists(settings)
         self._audit_source = audit_source
         self._remediation_runner = remediation_runner
         self.clock = clock
@@ -112,7 +120,7 @@ class OncallApp(App[None]):
             auto_run_every_s=settings.runbooks.auto_run_every,
         )
         self.board = BoardScreen(settings, self.book, clock)
-        self._wake = asyncio.Event()
+        self._wakes = {context: asyncio.Event() for context in self.alerts_sources}
         self.keymap: dict[str, str] = {}  # the `keys` setting's ids that some binding has
         self._history_asked_at: float | None = None
         self._history_running = False
@@ -138,9 +146,9 @@ class OncallApp(App[None]):
     @property
     def remediation_runner(self) -> RemediationRunner:
         if self._remediation_runner is None:
-            from oncall.service.remediation import LiveRemediations
+            from oncall.service.contexts import live_remediations
 
-            self._remediation_runner = LiveRemediations(
+            self._remediation_runner = live_remediations(
                 self.settings, read_only_flag=self.settings.read_only
             )
         return self._remediation_runner
@@ -155,14 +163,16 @@ class OncallApp(App[None]):
         gc.enable()
         # The first refresh imports httpx and parses the rule files in a thread; started
         # before the first frame it would take the interpreter lock from it.
-        self.run_worker(
-            self._alerts_loop(),
-            name="alerts",
-            group="alerts",
-            exclusive=True,
-            exit_on_error=False,
-            description="refresh the alert states",
-        )
+        for context, source in self.alerts_sources.items():
+            # One loop per context: a context whose backends hang holds up only its own.
+            self.run_worker(
+                self._alerts_loop(context, source),
+                name=f"alerts {context}".rstrip(),
+                group=f"alerts:{context}",
+                exclusive=True,
+                exit_on_error=False,
+                description=f"refresh the alert states {context}".rstrip(),
+            )
         self.set_interval(AGES_EVERY_S, self._tick, name="ages")
 
     def _warm_up_once(self) -> None:
@@ -178,37 +188,43 @@ class OncallApp(App[None]):
         )
 
     async def on_unmount(self) -> None:
-        for closer in (self.alerts_source.aclose, self.checklists.aclose):
+        closers = [source.aclose for source in self.alerts_sources.values()]
+        for closer in (*closers, self.checklists.aclose):
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
                     await closer()
 
     # -- workers: they only post messages ------------------------------------------------
 
-    async def _alerts_loop(self) -> None:
+    async def _alerts_loop(self, context: str, source: AlertsSource) -> None:
         interval = self.settings.alerts.refresh
+        wake, of = self._wakes[context], context or None
         while True:
-            self._wake.clear()
+            wake.clear()
             try:
-                statuses = await self.alerts_source.refresh()
+                statuses = await source.refresh()
             except ConfigError as exc:
-                self.post_message(AlertsFailed(exc.report().removeprefix("oncall: ")))
+                self.post_message(AlertsFailed(exc.report().removeprefix("oncall: "), of))
             except Exception as exc:  # a broken refresh is shown and tried again, never fatal
-                self.post_message(AlertsFailed(_describe(exc)))
+                self.post_message(AlertsFailed(_describe(exc), of))
             else:
-                self.post_message(AlertsRefreshed(statuses, self.clock()))
+                self.post_message(AlertsRefreshed(statuses, self.clock(), of))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
-                    await self._wake.wait()
+                    await wake.wait()
 
     async def _history(self) -> None:
+        async def one(source: AlertsSource) -> dict[str, list[tuple[float, float]]]:
+            try:
+                return await source.history()
+            except Exception:  # sparklines are decoration: the states show what is broken
+                return {}
+
         try:
-            history = await self.alerts_source.history()
-        except Exception:  # sparklines are decoration: the states show what is broken
-            return
+            found = await asyncio.gather(*(one(s) for s in self.alerts_sources.values()))
         finally:
             self._history_running = False
-        self.post_message(HistoryRefreshed(history))
+        self.post_message(HistoryRefreshed({k: v for part in found for k, v in part.items()}))
 
     async def _checklist(self, alert: str, generation: int, status: RuleStatus | None) -> None:
         end = ChecklistEnded(alert, generation)
@@ -226,8 +242,9 @@ class OncallApp(App[None]):
     # -- what the screens and the user ask for -------------------------------------------
 
     def refresh_alerts_now(self) -> None:
-        """Wake the refresh loop: states now rather than at the next interval."""
-        self._wake.set()
+        """Wake the refresh loops: states now rather than at the next interval."""
+        for wake in self._wakes.values():
+            wake.set()
 
     def start_checklist(self, alert: str, *, auto: bool = False) -> None:
         """Start a run of `alert`'s checklist; a run still going for it is cancelled."""
@@ -249,9 +266,11 @@ class OncallApp(App[None]):
 
         if alert not in self.book.runs:
             self.start_checklist(alert)
+        # Its banner, settings and remediations are its context's (`contexts:`).
+        settings = contexts_view.settings_of(self.settings, split_key(alert)[0])
         self.push_screen(
             IncidentScreen(
-                alert, self.settings, self.book, self.clock, remediations=self.remediation_runner
+                alert, settings, self.book, self.clock, remediations=self.remediation_runner
             )
         )
 
@@ -277,7 +296,7 @@ class OncallApp(App[None]):
     # -- message handlers ------------------------------------------------------------------
 
     def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
-        self.book.update(message.statuses, message.at)
+        self.book.update(message.statuses, message.at, context=message.context)
         self._start_due()
         self.repaint()
         self._ask_history(message.at)
@@ -302,7 +321,10 @@ class OncallApp(App[None]):
         self.repaint()  # through repaint's guard: an answer may arrive while the app exits
 
     def on_alerts_failed(self, message: AlertsFailed) -> None:
-        self.book.refresh_error = message.error
+        if message.context is None:
+            self.book.refresh_error = message.error
+        else:
+            self.book.context_failed(message.context, message.error)
         self.repaint()
         self._warm_up_once()
 
@@ -353,17 +375,31 @@ class OncallApp(App[None]):
 
     def action_command_line(self) -> None:
         if not isinstance(self.screen, CommandLineScreen):
-            self.push_screen(CommandLineScreen(), self.run_command)
+            suggestions = contexts_view.command_suggestions(self.settings)
+            self.push_screen(CommandLineScreen(suggestions), self.run_command)
 
     async def run_command(self, text: str | None) -> None:
         """Run a `:` command as typed; an unknown one says so and changes nothing."""
         if not text:
             return
-        command = find_command(text)
+        command, argument = parse_command(text)
         if command is None:
             self.notify(unknown_command(text), severity="error")
             return
+        if argument:  # `:context NAME`, the one command that takes one
+            self.show_context_view(argument)
+            return
         await self.run_action(command.action)
+
+    def show_context_view(self, argument: str) -> None:
+        """`:context NAME` — the board of that context only; `:context all` every one."""
+        try:
+            view = contexts_view.parse_view(self.settings, argument)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.action_show_alerts()
+        self.board.set_view(view)
 
     def action_show_alerts(self) -> None:
         """`:alerts` — back to the board, whatever is on top of it."""
@@ -379,7 +415,9 @@ class OncallApp(App[None]):
 
     def action_show_context(self) -> None:
         if not isinstance(self.screen, ContextScreen):
-            self.push_screen(ContextScreen(self.settings))
+            view = self.board.view
+            settings = self.settings if view is None else self.settings.for_context(view)
+            self.push_screen(ContextScreen(settings))
 
 
 def _incident_screen() -> type[IncidentScreen]:

@@ -20,7 +20,8 @@ from oncall.model.alertmanager import RuleRouting
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.settings import Settings
-from oncall.tui.banner import banners
+from oncall.tui import contexts_view
+from oncall.tui.banner import ContextBanner, banners
 from oncall.tui.format import (
     STATE_COLOUR,
     STATE_SYMBOL,
@@ -149,8 +150,11 @@ class BoardScreen(Screen[None]):
         self._keys: list[str] = []
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._composed = False  # `is_mounted` is still false while on_mount runs
-        self.columns = columns(settings)
-        self._routing = self.columns != COLUMNS
+        #: With several contexts: Context after State; `view` the one `:context NAME` shows.
+        self.columns = contexts_view.with_context_column(columns(settings), settings)
+        self._routing = any(key == ROUTING_COLUMN[0] for key, _ in self.columns)
+        self._contexts = any(key == "context" for key, _ in self.columns)
+        self.view: str | None = None
 
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
@@ -161,27 +165,43 @@ class BoardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._composed = True
+        self.show_header()
         self.show()
+
+    def set_view(self, view: str | None) -> None:
+        """`:context NAME` (None: every context): the rows and the header of that view."""
+        self.view = view
+        self.show_header()
+        self.show()
+
+    def show_header(self) -> None:
+        if contexts_view.board_contexts(self.settings):
+            text, production = contexts_view.header_text(self.settings, self.view)
+            banner = self.query_one(ContextBanner)
+            banner.update(text)
+            banner.set_class(production, "production")
 
     # -- rendering -------------------------------------------------------------------------
 
     def cells(self, status: RuleStatus, now: float) -> tuple[Cell, ...]:
         state = status.state
-        run = self.book.runs.get(status.rule.name)
+        run = self.book.runs.get(status.key)
         findings = run.findings() if run is not None else ""
         colour = findings_colour(run) if run is not None else None
         evaluated = status.last_evaluation
         routing: tuple[Cell, ...] = ()
         if self._routing:
             routing = ((*routing_cell(status.routing), False),)
+        context = (contexts_view.context_cell(self.settings, status),)
         return (
             (f"{STATE_SYMBOL[state]} {state}", STATE_COLOUR[state], state == "firing"),
+            *(context if self._contexts else ()),
             (status.rule.name, None, state == "firing"),
             (when(status, now), None, False),
             (findings, colour, False),
             *routing,
             (alert_value(status.value, status.rule.threshold, status.rule.unit), None, False),
-            (self.history_of(status.rule.name, now), STATE_COLOUR[state], False),
+            (self.history_of(status.key, now), STATE_COLOUR[state], False),
             (f"{duration(now - evaluated)} ago" if evaluated is not None else "", None, False),
             (status.source, None, False),
             (note(status, now), "warning" if status.stale_since is not None else None, False),
@@ -196,12 +216,14 @@ class BoardScreen(Screen[None]):
         (name, state, severity, group, summary); a filter that cannot be read matches none."""
         if self._filter_error is not None:
             return False
+        if self.view is not None and status.context != self.view:
+            return False
         return status_matches(self._selection, status)
 
     def rows(self) -> list[tuple[str, tuple[Cell, ...]]]:
         """The rows shown now, in order, as data (the tests read these)."""
         now = self.clock()
-        return [(s.rule.name, self.cells(s, now)) for s in self.book.ordered() if self.matches(s)]
+        return [(s.key, self.cells(s, now)) for s in self.book.ordered() if self.matches(s)]
 
     def show(self) -> None:
         """Bring the table and the status line up to date with the book."""

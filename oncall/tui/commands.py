@@ -1,7 +1,8 @@
 """k9s-style `:` commands, the same commands in Textual's palette (ctrl+p), and the keymap.
 
 `:` opens a one-line command prompt at the bottom of the screen: `:alerts`, `:audit`,
-`:context`, `:help`, `:q`. Each command names an action of the app, so the prompt, the palette
+`:context` (`:context NAME` shows one context of several, `:context all` all of them),
+`:help`, `:q`. Each command names an action of the app, so the prompt, the palette
 and a key binding all run the same code. An unknown command says so and changes nothing.
 
 The keymap setting (`keys:` in oncall.yaml) maps binding ids (shown by `?`) to keys; ids that no
@@ -58,11 +59,23 @@ COMMANDS = (
 ALIASES = {"alert": "alerts", "board": "alerts", "ctx": "context", "quit": "q", "q!": "q"}
 
 
+#: The commands that take an argument (`:context eu`); any other typed with one is unknown.
+TAKES_ARGUMENT = frozenset({"context"})
+
+
 def find_command(text: str) -> Command | None:
     """The command typed as ':audit', 'audit' or ' :Audit '; None when there is no such one."""
-    name = text.strip().removeprefix(":").strip().lower()
-    name = ALIASES.get(name, name)
-    return next((command for command in COMMANDS if command.name == name), None)
+    return parse_command(text)[0]
+
+
+def parse_command(text: str) -> tuple[Command | None, str]:
+    """The command typed and its argument (':context eu' → context, 'eu'; else '')."""
+    word, _, argument = text.strip().removeprefix(":").strip().partition(" ")
+    name = ALIASES.get(word.lower(), word.lower())
+    command = next((command for command in COMMANDS if command.name == name), None)
+    if argument.strip() and name not in TAKES_ARGUMENT:
+        return None, ""
+    return command, argument.strip()
 
 
 def unknown_command(text: str) -> str:
@@ -102,13 +115,18 @@ class CommandLineScreen(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="command.cancel"),
     ]
 
+    def __init__(self, suggestions: Iterable[str] = ()) -> None:
+        super().__init__()
+        #: Completions besides the command names, e.g. `context eu` (`contexts:`).
+        self.suggestions = list(suggestions)
+
     def compose(self) -> ComposeResult:
         names = [command.name for command in COMMANDS]
         with Horizontal(id="command-bar"):
             yield Static(":", id="command-prompt", markup=False)
             yield Input(
                 placeholder=" ".join(names),
-                suggester=SuggestFromList(names, case_sensitive=False),
+                suggester=SuggestFromList([*names, *self.suggestions], case_sensitive=False),
                 id="command-input",
             )
 

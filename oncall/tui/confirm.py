@@ -165,8 +165,8 @@ class ConfirmScreen(ModalScreen[None]):
 
     @property
     def needs_word(self) -> bool:
-        """A dangerous action that guards allow: the target's name must be typed."""
-        return self.preview.plan.dangerous and not self.refused
+        """A dangerous action, or any in production, that guards allow: the word is typed."""
+        return self.preview.plan.needs_typing and not self.refused
 
     @property
     def confirmed(self) -> bool:
@@ -216,6 +216,10 @@ class ConfirmScreen(ModalScreen[None]):
         out.append(f"{target.label}", style="bold")
         if target.uid:
             out.append(f"  UID {target.uid}")
+        if plan.cluster is not None:  # which cluster: context, kube context, API server
+            production = "error" if plan.cluster.production else None
+            out.append("\n")
+            out.append(styled(self.app, f"in {plan.cluster.label}", production, bold=True))
         out.append(f"\nalert {self.alert} · proposed: {self.proposal}\n")
         out.append(f"before   {shown(plan.before)}\n")
         out.append(f"after    {shown(plan.after)}\n")
@@ -249,6 +253,9 @@ class ConfirmScreen(ModalScreen[None]):
             text.append(" Yes is disabled.")
             return text
         word = self.preview.plan.confirm_word
+        cluster = self.preview.plan.cluster
+        if self.needs_word and cluster is not None and cluster.production:
+            return Text(f"Production: type the context and target ({word}) to enable Yes:", end="")
         if self.needs_word:
             return Text(f"Type the target's name ({word}) to enable Yes:", end="")
         return Text("Run it now? Yes confirms; the guards are checked again first.", end="")

@@ -18,6 +18,8 @@ class AlertsRefreshed(Message):
 
     statuses: list[RuleStatus]
     at: float
+    #: The context refreshed (its loop's); None with one context.
+    context: str | None = None
 
 
 @dataclass
@@ -32,6 +34,7 @@ class AlertsFailed(Message):
     """A refresh raised instead of answering (bad rule files, an unexpected error)."""
 
     error: str
+    context: str | None = None
 
 
 @dataclass

@@ -120,6 +120,8 @@ class AlertBook:
     runs: dict[str, ChecklistRun] = field(default_factory=dict)
     refreshed_at: float | None = None
     refresh_error: str | None = None
+    #: The contexts whose last refresh raised, with the error (`contexts:`).
+    context_errors: dict[str, str] = field(default_factory=dict)
     wanted: set[str] = field(default_factory=set)
     last_auto: dict[str, float] = field(default_factory=dict)
     generation: int = 0
@@ -128,10 +130,21 @@ class AlertBook:
     auto_run_states: tuple[str, ...] = AUTO_RUN_STATES["firing"]
     auto_run_every_s: float = AUTO_RUN_EVERY_S
 
-    def update(self, statuses: Iterable[RuleStatus], now: float) -> None:
+    def update(
+        self, statuses: Iterable[RuleStatus], now: float, *, context: str | None = None
+    ) -> None:
         """Take a refresh's states; an alert entering one of `auto_run_states` (firing, and
-        pending too if so set) wants its checklist run."""
-        fresh = {s.rule.name: s for s in statuses}
+        pending too if so set) wants its checklist run. With `context`, the refresh is that
+        context's: the others' states stay (one refresh loop per context)."""
+        fresh = {s.key: s for s in statuses}
+        if context is not None:
+            self.context_errors.pop(context, None)
+            order = {key: i for i, key in enumerate(fresh)}
+            kept = {k: s for k, s in self.statuses.items() if s.context != context}
+            fresh = {**kept, **fresh}
+            self.pack_order = {**self.pack_order, **order}
+        else:
+            self.pack_order = {name: i for i, name in enumerate(fresh)}
         for name, status in fresh.items():
             before = self.statuses.get(name)
             entered = before is None or before.state != status.state
@@ -140,8 +153,17 @@ class AlertBook:
             elif status.state not in self.auto_run_states:
                 self.wanted.discard(name)
         self.statuses = fresh
-        self.pack_order = {name: i for i, name in enumerate(fresh)}
-        self.refreshed_at, self.refresh_error = now, None
+        self.refreshed_at = now
+        self.refresh_error = self.joined_context_errors()
+
+    def context_failed(self, context: str, error: str) -> None:
+        """A context's refresh raised: said on the board, the other contexts' states kept."""
+        self.context_errors[context] = error
+        self.refresh_error = self.joined_context_errors()
+
+    def joined_context_errors(self) -> str | None:
+        errors = self.context_errors
+        return "; ".join(f"{name}: {text}" for name, text in errors.items()) or None
 
     def due(self, now: float) -> list[str]:
         """Alerts whose checklist should start by itself now (see `auto_run_every_s`)."""
@@ -173,7 +195,8 @@ class AlertBook:
         """Firing first, then pending, then the rest; the packs' order within each."""
         return sorted(
             self.statuses.values(),
-            key=lambda s: (TIER.get(s.state, 2), self.pack_order.get(s.rule.name, 0)),
+            # Across contexts: firing first, an alert's rows of every context side by side.
+            key=lambda s: (TIER.get(s.state, 2), self.pack_order.get(s.key, 0), s.context),
         )
 
     def counts(self) -> dict[str, int]:
