@@ -56,6 +56,14 @@ def register(commands: Any, global_options: Any) -> None:
     )
     up.add_argument("--replicas", type=int, default=2, help="vLLM pods")
     up.add_argument(
+        "--contexts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N independent stacks in DIR/eu, DIR/us, … and DIR/oncall.yaml naming them all "
+        "(--scenario goes to the first); other commands take --context NAME for one of them",
+    )
+    up.add_argument(
         "--dcgm-layout",
         default="helm",
         help="DCGM labels: helm (default Helm install), or any of honor-labels, hostname, "
@@ -127,21 +135,29 @@ def _drill_errors(fn: Any) -> Any:
     return wrapper
 
 
+def _stack_dir(args: argparse.Namespace) -> Path:
+    """--dir, or with `--context NAME` that stack of a `--contexts` drill."""
+    from oncall.drill.contexts import stack_dir
+
+    return stack_dir(args.dir, getattr(args, "context", None))
+
+
 @_drill_errors
 def run_up(args: argparse.Namespace) -> int:
     from oncall.drill.stack import UpOptions, up
 
     started = time.monotonic()
-    state = up(
-        UpOptions(
-            directory=args.dir,
-            scenario=args.scenario,
-            for_scale=args.for_scale,
-            rules=tuple(args.rules),
-            replicas=args.replicas,
-            dcgm_layout=args.dcgm_layout,
-        )
+    options = UpOptions(
+        directory=args.dir,
+        scenario=args.scenario,
+        for_scale=args.for_scale,
+        rules=tuple(args.rules),
+        replicas=args.replicas,
+        dcgm_layout=args.dcgm_layout,
     )
+    if args.contexts:
+        return _up_contexts(options, args.contexts, started)
+    state = up(options)
     directory = Path(state.directory)
     print(f"drill up in {time.monotonic() - started:.1f}s: {directory}")
     for name, url in state.urls.items():
@@ -159,11 +175,33 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _up_contexts(options: Any, count: int, started: float) -> int:
+    from oncall.drill.contexts import up_contexts
+
+    stacks = up_contexts(options, count)
+    directory = Path(options.directory).resolve()
+    print(f"drill up with {len(stacks)} contexts in {time.monotonic() - started:.1f}s: {directory}")
+    for name, state in stacks:
+        print(f"  {name:<4} prometheus {state.urls['prometheus']}  kubernetes "
+              f"{state.urls['kubernetes']}" + (f"  scenario {state.scenario}" if state.scenario
+                                               else ""))  # fmt: skip
+    print(
+        "\nuse it:\n"
+        f"  oncall --config {directory / 'oncall.yaml'}            # every context on one board\n"
+        f"  oncall --config {directory / 'oncall.yaml'} --context {stacks[0][0]} alerts\n"
+        f"  oncall drill inject SCENARIO --dir {options.directory} --context {stacks[0][0]}\n"
+        f"  oncall drill down --dir {options.directory}"
+    )
+    return 0
+
+
 @_drill_errors
 def run_down(args: argparse.Namespace) -> int:
+    from oncall.drill.contexts import context_names, down_contexts
     from oncall.drill.stack import down
 
-    report = down(args.dir)
+    names = context_names(args.dir)
+    report = down(args.dir) if names is None else down_contexts(args.dir, names)
     problems = [r for r in report if not (r["stopped"] and r["port_free"])]
     for row in report:
         mark = "stopped" if row["stopped"] else "STILL RUNNING"
@@ -180,7 +218,7 @@ def run_down(args: argparse.Namespace) -> int:
 def run_status(args: argparse.Namespace) -> int:
     from oncall.drill.stack import status
 
-    info = status(args.dir)
+    info = status(_stack_dir(args))
     # "unknown" is a target found but not scraped yet (a new pod after a rollout): not down.
     healthy = all(p["alive"] for p in info["processes"]) and not any(
         t["health"] == "down" for t in info["targets"]
@@ -203,7 +241,7 @@ def run_status(args: argparse.Namespace) -> int:
 def run_inject(args: argparse.Namespace) -> int:
     from oncall.drill.stack import inject
 
-    scenario = inject(args.dir, args.scenario)
+    scenario = inject(_stack_dir(args), args.scenario)
     print(f"injected {scenario.name}: should trip {scenario.alert or 'no alert'}")
     return 0
 
@@ -212,7 +250,7 @@ def run_inject(args: argparse.Namespace) -> int:
 def run_clear(args: argparse.Namespace) -> int:
     from oncall.drill.stack import clear
 
-    clear(args.dir)
+    clear(_stack_dir(args))
     print("cleared: simulators reset, OOM-killed pods rebuilt, base load")
     return 0
 

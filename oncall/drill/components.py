@@ -83,8 +83,13 @@ def dcgm_layout(text: str) -> Layout:
 
 
 def cluster_argv(
-    ports: Ports, directory: Path, replicas: int, layout: Layout | None = None
+    ports: Ports,
+    directory: Path,
+    replicas: int,
+    layout: Layout | None = None,
+    name_seed: int | None = None,
 ) -> list[str]:
+    seed = [] if name_seed is None else ["--name-seed", str(name_seed)]
     return [
         *PY, "oncall.drill.cluster",
         "--api-port", str(ports.cluster_api),
@@ -97,6 +102,7 @@ def cluster_argv(
         "--log-dir", str(directory / "logs"),
         "--replicas", str(replicas),
         "--dcgm-layout", (layout or Layout()).text(),
+        *seed,
     ]  # fmt: skip
 
 

@@ -46,6 +46,8 @@ class UpOptions:
     replicas: int = 2
     timeout: float = 30.0
     dcgm_layout: str = "helm"  # see oncall/drill/gpu_sim/layout.py
+    #: Generated names from a fixed sequence: the same pod names in every stack (--contexts).
+    name_seed: int | None = None
 
 
 def _ports() -> Ports:
@@ -179,7 +181,7 @@ def up(options: UpOptions) -> DrillState:
     }
     try:
         _start(state, "redis", c.redis_argv(ports, directory / "redis"), ports.redis)
-        cluster = c.cluster_argv(ports, directory, options.replicas, layout)
+        cluster = c.cluster_argv(ports, directory, options.replicas, layout, options.name_seed)
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)
         _start(state, "redis-exporter", c.redis_exporter_argv(ports), ports.redis_exporter)

@@ -28,6 +28,7 @@ from oncall.drill.gpu_sim.podresources import kube_pod_claims
 from oncall.drill.gpu_sim.server import Exporter
 from oncall.drill.gpu_sim.server import build_app as gpu_exporter_app
 from oncall.drill.kube_sim import KubeSim, default_objects, serve, write_kubeconfig
+from oncall.drill.kube_sim.store import seed_names
 from oncall.drill.kube_sim.tls import make_certificate, server_context
 from oncall.drill.netutil import LOOPBACK
 
@@ -48,6 +49,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--file-sd", type=Path, required=True, help="vLLM pod targets file")
     parser.add_argument("--log-dir", type=Path, required=True)
     parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument(
+        "--name-seed", type=int, help="generated names from this fixed sequence (--contexts)"
+    )
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--kv-capacity-tokens", type=int, default=12_000)
     parser.add_argument("--tokens-per-second", type=float, default=150.0)
@@ -74,6 +78,8 @@ async def _keep_file_sd(sim: KubeSim, path: Path, stop: asyncio.Event) -> None:
 
 async def amain(args: argparse.Namespace) -> int:
     args.log_dir.mkdir(parents=True, exist_ok=True)
+    if args.name_seed is not None:
+        seed_names(args.name_seed)
     hook = VllmPodHook(
         log_dir=args.log_dir,
         kv_capacity_tokens=args.kv_capacity_tokens,

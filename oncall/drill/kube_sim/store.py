@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import random
 import secrets
 import uuid
 from collections.abc import Callable
@@ -36,8 +37,20 @@ def now_micro() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: Where generated names' suffixes come from; `seed_names` makes them a fixed sequence.
+_names: random.Random = secrets.SystemRandom()
+
+
+def seed_names(seed: int) -> None:
+    """Generated names from a fixed sequence: `drill up --contexts` gives every stack the same
+    seed, so the same pods have the same names in each cluster (as one Deployment rolled out
+    to two regions would not, but a test needs them alike to show which one an action hit)."""
+    global _names  # noqa: PLW0603 - one generator for the process, set once at start
+    _names = random.Random(seed)  # noqa: S311 - names, not secrets
+
+
 def random_suffix(length: int = 5) -> str:
-    return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(length))
+    return "".join(_names.choice(_SUFFIX_ALPHABET) for _ in range(length))
 
 
 def meta(obj: Obj) -> dict[str, Any]:

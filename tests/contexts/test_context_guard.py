@@ -1,0 +1,114 @@
+"""A remediation acts only in its alert's context: the plan carries it, the executor refuses
+another, the door sends each alert to its own context's runner, production types its name."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from oncall.model.alerts import RuleStatus
+from oncall.model.checklist_events import Proposal, StepResult
+from oncall.model.write_path import Confirm, Preview, Progress, RemediationResult, render_preview
+from oncall.service.contexts import ContextRemediations
+from oncall.service.remediation import AlertContext, LiveRemediations
+from oncall.settings import Settings
+from tests.remediation.fakes import make_world, register_note_action
+from tests.remediation.note_action import SetNote
+from tests.tui.fakes import status
+
+SETTINGS = Settings.model_validate(
+    {
+        "audit": {"redis_stream": None, "kube_events": False},
+        "contexts": {"eu": {}, "us": {"production": True}},
+    }
+)
+
+
+@pytest.fixture
+def note(monkeypatch: pytest.MonkeyPatch) -> SetNote:
+    return register_note_action(monkeypatch)
+
+
+async def never_asked(_preview: Preview) -> bool:
+    raise AssertionError("a plan of another context must not be shown to confirm")
+
+
+async def test_a_plan_of_one_context_is_refused_by_another_contexts_executor(
+    note: SetNote,
+) -> None:
+    eu, us = make_world(SETTINGS.for_context("eu")), make_world(SETTINGS.for_context("us"))
+    plan = await eu.remediator.plan("set-note", {"text": "calm"})
+    assert plan.cluster is not None and plan.cluster.context == "eu"
+    assert "context eu" in render_preview(Preview(plan, None))
+    outcome = await us.remediator.run(plan, never_asked)
+    assert outcome.status == "refused" and outcome.refusal is not None
+    assert outcome.refusal.guard == "context"
+    assert "planned in context 'eu'" in outcome.message
+    assert note.store.writes == []
+    assert [(r["transition"], r["context"]) for r in us.log.records()] == [("refused", "us")]
+
+
+async def test_the_plans_own_context_runs_and_every_record_names_it(note: SetNote) -> None:
+    eu = make_world(SETTINGS.for_context("eu"))
+    plan = await eu.remediator.plan("set-note", {"text": "calm"})
+
+    async def yes(_preview: Preview) -> bool:
+        return True
+
+    outcome = await eu.remediator.run(plan, yes)
+    assert outcome.status == "verified"
+    assert {r["context"] for r in eu.log.records()} == {"eu"}
+
+
+async def test_in_production_the_typed_word_names_the_context(note: SetNote) -> None:
+    us = make_world(SETTINGS.for_context("us"))
+    plan = await us.remediator.plan("set-note", {"text": "calm"})
+    assert plan.cluster is not None and plan.cluster.production
+    assert plan.needs_typing and not plan.dangerous
+    assert plan.confirm_word == f"us/{plan.target.name}"
+
+
+class Recording:
+    """A context's remediation runner that records what it was given."""
+
+    def __init__(self) -> None:
+        self.alerts: list[AlertContext] = []
+
+    async def run(
+        self,
+        proposal: Proposal,
+        alert: AlertContext,
+        evidence: StepResult | None,
+        confirm: Confirm,
+        progress: Progress,
+    ) -> RemediationResult:
+        self.alerts.append(alert)
+        return RemediationResult("declined", "declined")
+
+
+def ctx_status(context: str) -> RuleStatus:
+    return dataclasses.replace(status("LLMHighP99Latency", "firing", value=2.0), context=context)
+
+
+async def test_the_door_sends_an_alert_to_its_own_contexts_runner_only() -> None:
+    eu, us = Recording(), Recording()
+    door = ContextRemediations({"eu": eu, "us": us})
+    proposal = Proposal(id="p", action="set-note", title="t", params={}, step="s")
+    args: Any = (proposal, None, never_asked, lambda _line: None)
+    alert = AlertContext("us/LLMHighP99Latency", ctx_status("us"))
+    await door.run(args[0], alert, *args[1:])
+    assert [a.name for a in us.alerts] == ["LLMHighP99Latency"] and eu.alerts == []
+    # A key and a state of different contexts: nothing runs anywhere.
+    mixed = AlertContext("eu/LLMHighP99Latency", ctx_status("us"))
+    result = await door.run(args[0], mixed, *args[1:])
+    assert result.status == "not planned" and eu.alerts == [] and len(us.alerts) == 1
+
+
+async def test_a_live_runner_refuses_an_alert_of_another_context() -> None:
+    runner = LiveRemediations(SETTINGS.for_context("eu"))
+    proposal = Proposal(id="p", action="set-note", title="t", params={}, step="s")
+    alert = AlertContext("LLMHighP99Latency", ctx_status("us"))
+    result = await runner.run(proposal, alert, None, never_asked, lambda _line: None)
+    assert result.status == "not planned" and "context 'us'" in result.message

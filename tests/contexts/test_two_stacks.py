@@ -1,0 +1,231 @@
+"""Two drill stacks, one board (issue 18's acceptance 1 and 2), real clients throughout.
+
+`oncall drill up --contexts 2` starts two independent stacks, `eu` and `us`, with the same pod
+names, and one settings file naming both. A fault injected in `eu` fires only there; the
+all-contexts board shows it with its context; its checklist's facts are eu's (the same
+checklist in us finds nothing); a rebuild confirmed from it deletes the pod in eu's cluster
+and not the same-named pod in us's. Then one context's backends hang (loopback listeners that
+never answer) and the other context's alerts keep refreshing, keys answered.
+
+This module starts its own two stacks (module scope, once): the shared drill fixture is one
+stack, and what is tested here is that two never mix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from textual.pilot import Pilot
+from textual.widgets import Input, Static
+
+from oncall.model.alerts import RuleStatus
+from oncall.model.checklist_events import StepResult
+from oncall.settings import Settings
+from oncall.settings.loader import load_settings
+from oncall.tui.app import OncallApp
+from oncall.tui.board import COLUMNS
+from oncall.tui.confirm import ConfirmScreen
+from oncall.tui.help import HelpScreen
+from oncall.tui.incident import IncidentScreen
+from tests.cli_runner import run_oncall
+from tests.drill.stack.conftest import FOR_SCALE, JOBS, Drill, targets
+from tests.drill.stack.remediation_helpers import vllm_pods
+from tests.harness.faults import silent_listener
+
+ALERT = "GPUXidError"
+CONTEXTS = ("eu", "us")
+
+
+@pytest.fixture(scope="module")
+def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("contexts")
+    up = ("drill", "up", "--contexts", "2", "--dir", str(directory), "--for-scale", str(FOR_SCALE))
+    result = run_oncall(*up, timeout=240)
+    try:
+        assert result.code == 0, result.stderr
+        deadline = time.monotonic() + 60
+        for name in CONTEXTS:  # bounded poll: every target of both stacks scraped
+            prometheus = Drill(directory / name, 0.0).prometheus
+            while not _all_up(prometheus):
+                assert time.monotonic() < deadline, f"{name}: targets not up"
+                time.sleep(0.2)
+        yield directory
+    finally:
+        run_oncall("drill", "down", "--dir", str(directory), timeout=120)
+
+
+def _all_up(prometheus: str) -> bool:
+    found = targets(prometheus)
+    return {t["labels"]["job"] for t in found} >= JOBS and all(t["health"] == "up" for t in found)
+
+
+def drill_cli(directory: Path, *args: str) -> None:
+    result = run_oncall("drill", *args, "--dir", str(directory), timeout=60)
+    assert result.code == 0, result.stderr
+
+
+def pods_of(directory: Path, context: str) -> dict[str, str]:
+    """Name → UID of the vLLM pods of one context's cluster, read with its own kubeconfig."""
+    return {
+        p["metadata"]["name"]: p["metadata"]["uid"]
+        for p in vllm_pods(Drill(directory / context, 0.0))
+    }
+
+
+def settings_for_test(directory: Path, tmp_path: Path, **extra: object) -> Settings:
+    data = yaml.safe_load((directory / "oncall.yaml").read_text())
+    data["audit"] = {"path": str(tmp_path / "audit.jsonl")}
+    data["guards"] = {"rate_limit_actions": 100}
+    data.update(extra)
+    config = tmp_path / "oncall.yaml"
+    config.write_text(yaml.safe_dump(data))
+    return load_settings(config=config, environ={}).settings
+
+
+async def until(pilot: Pilot[None], what: str, ok: Callable[[], bool], within: float = 90) -> None:
+    deadline = time.monotonic() + within
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
+        await pilot.pause(0.2)
+
+
+def text_of(app: OncallApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
+    stacks: Path, tmp_path: Path
+) -> None:
+    before = {name: await asyncio.to_thread(pods_of, stacks, name) for name in CONTEXTS}
+    assert set(before["eu"]) == set(before["us"])  # the same pod names in both clusters
+    assert before["eu"] != before["us"]  # and different pods
+    settings = settings_for_test(stacks, tmp_path)
+    app = OncallApp(settings)
+    eu_key, us_key = f"eu/{ALERT}", f"us/{ALERT}"
+    async with app.run_test(size=(140, 40)) as pilot:
+        await asyncio.to_thread(drill_cli, stacks, "inject", "gpu-xid", "--context", "eu")
+        try:
+
+            def findings() -> bool:
+                status, run = app.book.statuses.get(eu_key), app.book.runs.get(eu_key)
+                return bool(status and status.state == "firing" and run and not run.running
+                            and run.results)  # fmt: skip
+
+            await until(pilot, "eu's GPUXidError firing with its checklist's findings", findings)
+            # Fires only there: us evaluates the same rule, and it is not firing.
+            assert app.book.statuses[us_key].state == "inactive"
+            # The all-contexts board: a Context column, firing rows first across both.
+            keys = [key for key, _ in app.board.columns]
+            assert keys[:2] == ["state", "context"] and len(keys) == len(COLUMNS) + 1
+            rows = app.board.rows()
+            cells = {key: dict(zip(keys, row, strict=True)) for key, row in rows}
+            assert cells[eu_key]["context"][0] == "eu"
+            assert cells[eu_key]["alert"][0] == ALERT
+            states = [app.book.statuses[key].state for key, _ in rows]
+            assert states.index("firing") == 0
+            assert "firing" not in states[[s == "firing" for s in states].count(True) :]
+            # Its facts are eu's: the Xid is on eu's GPU; the same checklist in us finds none.
+            steps = {r.id: r for r in app.book.runs[eu_key].results.values()}
+            assert steps["xid"].status == "fail" and "Xid 13" in (steps["xid"].summary or "")
+            assert steps["restart_app"].status == "fail"
+            # The same checklist, for the same labels (same node names), in us: no Xid there.
+            same = dataclasses.replace(app.book.statuses[eu_key], context="us")
+            events = [event async for event in app.checklists.run(us_key, same)]
+            us_xid = next(e for e in events if isinstance(e, StepResult) and e.id == "xid")
+            assert us_xid.status == "ok", us_xid
+            # A rebuild confirmed from eu's alert: the modal names eu's cluster.
+            app.open_incident(eu_key)
+            await until(pilot, "the incident", lambda: isinstance(app.screen, IncidentScreen))
+            incident = app.screen
+            assert isinstance(incident, IncidentScreen)
+            await until(pilot, "the proposal", lambda: bool(incident.proposals()))
+            proposal = incident.proposals()[0]
+            assert proposal.id == "rebuild-xid-pod"
+            pod = str(proposal.params["pod"])
+            assert pod in before["us"]  # the same-named pod exists in the other cluster
+            await pilot.press("1")
+            await until(pilot, "the confirm modal", lambda: isinstance(app.screen, ConfirmScreen))
+            preview = text_of(app, "#confirm-preview")
+            eu_server = yaml.safe_load((stacks / "eu" / "kubeconfig").read_text())["clusters"][0]
+            assert "context eu" in preview and "kube context oncall-drill" in preview
+            assert f"API server {eu_server['cluster']['server']}" in preview
+            app.screen.query_one("#confirm-word", Input).value = pod
+            await pilot.pause()
+            await pilot.press("enter")
+            await until(
+                pilot,
+                "the rebuild verified",
+                lambda: "verified" in text_of(app, "#confirm-progress"),
+                within=120,
+            )
+        finally:
+            await asyncio.to_thread(drill_cli, stacks, "clear", "--context", "eu")
+    after = {name: await asyncio.to_thread(pods_of, stacks, name) for name in CONTEXTS}
+    assert pod not in after["eu"] or after["eu"][pod] != before["eu"][pod]  # eu's pod rebuilt
+    assert after["us"] == before["us"]  # us's same-named pod untouched, and every other
+    records = [yaml.safe_load(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert {r["context"] for r in records} == {"eu"}
+    assert records[-1]["transition"] == "verified"
+
+
+async def test_one_context_hung_the_other_keeps_refreshing_and_keys_answer(
+    stacks: Path, tmp_path: Path
+) -> None:
+    with silent_listener() as port:
+        hung = f"http://127.0.0.1:{port}"
+        data = yaml.safe_load((stacks / "oncall.yaml").read_text())
+        contexts = {
+            "eu": data["contexts"]["eu"],
+            # Prometheus, Redis and vLLM accept and never answer; the timeout is long enough
+            # that eu refreshes several times while hung's first refresh is still waiting.
+            "hung": {
+                "prometheus": {"url": hung, "timeout": "8s"},
+                "redis": {"url": f"redis://127.0.0.1:{port}/0"},
+                "vllm": {"urls": [hung]},
+            },
+        }
+        settings = settings_for_test(
+            stacks, tmp_path, contexts=contexts, alerts={**data["alerts"], "refresh": "1s"}
+        )
+        app = OncallApp(settings)
+        eu_source = app.alerts_sources["eu"]
+        refreshes = [0]
+        real_refresh = eu_source.refresh
+
+        async def counted() -> list[RuleStatus]:
+            found = await real_refresh()
+            refreshes[0] += 1
+            return found
+
+        eu_source.refresh = counted  # type: ignore[method-assign]
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(pilot, "three eu refreshes", lambda: refreshes[0] >= 3, within=30)
+            hung_rows = [k for k in app.book.statuses if k.startswith("hung/")]
+            assert hung_rows == []  # eu refreshed on its own loop while hung's still waits
+            await pilot.press("question_mark")
+            await until(pilot, "help", lambda: isinstance(app.screen, HelpScreen), within=5)
+            await pilot.press("escape")
+            # Then hung's timeout: its rows are unknown with the reason; eu's are unaffected.
+            await until(
+                pilot,
+                "hung's rows unknown",
+                lambda: any(k.startswith("hung/") for k in app.book.statuses),
+                within=30,
+            )
+            hung_states = {s.state for k, s in app.book.statuses.items() if k.startswith("hung/")}
+            assert hung_states == {"unknown"}
+            assert all(
+                "timeout" in (s.error or "")
+                for k, s in app.book.statuses.items()
+                if k.startswith("hung/")
+            )
+            eu_states = {s.state for k, s in app.book.statuses.items() if k.startswith("eu/")}
+            assert "unknown" not in eu_states
+            await pilot.press("q")
