@@ -168,6 +168,10 @@ class BoardScreen(Screen[None]):
         self.show_header()
         self.show()
 
+    def on_unmount(self) -> None:
+        # The app exiting: a refresh loop's late answer must not repaint a removed table.
+        self._composed = False
+
     def set_view(self, view: str | None) -> None:
         """`:context NAME` (None: every context): the rows and the header of that view."""
         self.view = view

@@ -115,10 +115,15 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
 
             def findings() -> bool:
                 status, run = app.book.statuses.get(eu_key), app.book.runs.get(eu_key)
+                seen.append(f"{status and status.state}, run {run and run.findings()}")
                 return bool(status and status.state == "firing" and run and not run.running
                             and run.results)  # fmt: skip
 
-            await until(pilot, "eu's GPUXidError firing with its checklist's findings", findings)
+            seen: list[str] = []
+            try:
+                await until(pilot, "eu's GPUXidError firing with its findings", findings, 180)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; last: {seen[-1:]}") from None
             # Fires only there: us evaluates the same rule, and it is not firing.
             assert app.book.statuses[us_key].state == "inactive"
             # The all-contexts board: a Context column, firing rows first across both.
