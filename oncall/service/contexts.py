@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oncall.model.alerts import RuleStatus, context_key, split_key
-from oncall.model.checklist_events import ChecklistEvent, Proposal, StepResult
-from oncall.model.write_path import Confirm, Progress, RemediationResult
+from oncall.model.checklist_events import ChecklistEvent, Proposal
+from oncall.model.write_path import RemediationResult
 from oncall.service.sources import AlertsSource, ChecklistRunner, LiveAlerts, LiveChecklists
 from oncall.settings import Settings
 
@@ -115,14 +115,8 @@ class ContextRemediations:
     def __init__(self, runners: Mapping[str, RemediationRunner]) -> None:
         self.runners = dict(runners)
 
-    async def run(
-        self,
-        proposal: Proposal,
-        alert: AlertContext,
-        evidence: StepResult | None,
-        confirm: Confirm,
-        progress: Progress,
-    ) -> RemediationResult:
+    async def run(self, proposal: Proposal, alert: AlertContext, *rest: Any) -> RemediationResult:
+        """`RemediationRunner.run`; evidence, confirm and progress go on to the context's."""
         context, name = split_key(alert.name)
         status = alert.status
         if status is not None and status.context != context:
@@ -134,7 +128,7 @@ class ContextRemediations:
         from oncall.service.remediation import AlertContext
 
         bare = AlertContext(name, status, alert.latest)
-        return await runner.run(proposal, bare, evidence, confirm, progress)
+        return await runner.run(proposal, bare, *rest)
 
 
 def live_remediations(settings: Settings, *, read_only_flag: bool) -> RemediationRunner:

@@ -4,19 +4,19 @@ another, the door sends each alert to its own context's runner, production types
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 
 from oncall.model.alerts import RuleStatus
-from oncall.model.checklist_events import Proposal, StepResult
-from oncall.model.write_path import Confirm, Preview, Progress, RemediationResult, render_preview
+from oncall.model.checklist_events import Proposal
+from oncall.model.write_path import Preview, render_preview
 from oncall.service.contexts import ContextRemediations
 from oncall.service.remediation import AlertContext, LiveRemediations
 from oncall.settings import Settings
 from tests.remediation.fakes import make_world, register_note_action
 from tests.remediation.note_action import SetNote
 from tests.tui.fakes import status
+from tests.tui.test_confirm import FakeRemediations, seqs_preview
 
 SETTINGS = Settings.model_validate(
     {
@@ -70,40 +70,25 @@ async def test_in_production_the_typed_word_names_the_context(note: SetNote) -> 
     assert plan.confirm_word == f"us/{plan.target.name}"
 
 
-class Recording:
-    """A context's remediation runner that records what it was given."""
-
-    def __init__(self) -> None:
-        self.alerts: list[AlertContext] = []
-
-    async def run(
-        self,
-        proposal: Proposal,
-        alert: AlertContext,
-        evidence: StepResult | None,
-        confirm: Confirm,
-        progress: Progress,
-    ) -> RemediationResult:
-        self.alerts.append(alert)
-        return RemediationResult("declined", "declined")
-
-
 def ctx_status(context: str) -> RuleStatus:
     return dataclasses.replace(status("LLMHighP99Latency", "firing", value=2.0), context=context)
 
 
 async def test_the_door_sends_an_alert_to_its_own_contexts_runner_only() -> None:
-    eu, us = Recording(), Recording()
+    eu, us = FakeRemediations(seqs_preview()), FakeRemediations(seqs_preview())
     door = ContextRemediations({"eu": eu, "us": us})
     proposal = Proposal(id="p", action="set-note", title="t", params={}, step="s")
-    args: Any = (proposal, None, never_asked, lambda _line: None)
+
+    async def no(_preview: Preview) -> bool:
+        return False
+
     alert = AlertContext("us/LLMHighP99Latency", ctx_status("us"))
-    await door.run(args[0], alert, *args[1:])
-    assert [a.name for a in us.alerts] == ["LLMHighP99Latency"] and eu.alerts == []
+    await door.run(proposal, alert, None, no, lambda _line: None)
+    assert [call[1].name for call in us.calls] == ["LLMHighP99Latency"] and eu.calls == []
     # A key and a state of different contexts: nothing runs anywhere.
     mixed = AlertContext("eu/LLMHighP99Latency", ctx_status("us"))
-    result = await door.run(args[0], mixed, *args[1:])
-    assert result.status == "not planned" and eu.alerts == [] and len(us.alerts) == 1
+    result = await door.run(proposal, mixed, None, no, lambda _line: None)
+    assert result.status == "not planned" and eu.calls == [] and len(us.calls) == 1
 
 
 async def test_a_live_runner_refuses_an_alert_of_another_context() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from oncall.errors import ConfigError, UsageError
+from oncall.errors import ConfigError, Problem, UsageError
 from oncall.redaction import redact
 from oncall.settings import FlagValue, load_settings
 from oncall.settings.kubeconfig import kube_target
@@ -124,14 +124,19 @@ def test_a_context_flag_override_names_the_context_key(config_dir: Path) -> None
     assert loaded.sources["redis.timeout"] == "flag --set contexts.us.redis.timeout (context us)"
 
 
-def test_a_bad_value_in_a_context_is_located_once(config_dir: Path) -> None:
-    text = SETTINGS.format(kubeconfig=config_dir / "kubeconfig")
-    text = text.replace("      url: http://127.0.0.1:19090", "      url: ftp://x\n      tmeout: 1s")
+def problems_with(config_dir: Path, old: str, new: str) -> list[Problem]:
+    """The problems of SETTINGS with `old` replaced by `new`."""
+    text = SETTINGS.format(kubeconfig=config_dir / "kubeconfig").replace(old, new)
     (config_dir / "oncall.yaml").write_text(text)
     with pytest.raises(ConfigError) as caught:
         load_settings(cwd=config_dir, environ={})
-    problems = sorted(str(p) for p in caught.value.problems)
-    assert problems == [
+    return caught.value.problems
+
+
+def test_a_bad_value_in_a_context_is_located_once(config_dir: Path) -> None:
+    bad = "      url: ftp://x\n      tmeout: 1s"
+    problems = problems_with(config_dir, "      url: http://127.0.0.1:19090", bad)
+    assert sorted(str(p) for p in problems) == [
         "oncall.yaml:12:12: contexts.eu.prometheus.url: URL scheme must be http or https, "
         "not ftp (got 'ftp://x')",
         "oncall.yaml:13:7: contexts.eu.prometheus.tmeout: unknown key 'tmeout'; "
@@ -140,22 +145,12 @@ def test_a_bad_value_in_a_context_is_located_once(config_dir: Path) -> None:
 
 
 def test_a_top_level_error_is_not_repeated_for_every_context(config_dir: Path) -> None:
-    text = SETTINGS.format(kubeconfig=config_dir / "kubeconfig")
-    text = text.replace("timeout: 7s", "timeout: x")
-    (config_dir / "oncall.yaml").write_text(text)
-    with pytest.raises(ConfigError) as caught:
-        load_settings(cwd=config_dir, environ={})
-    assert [p.key for p in caught.value.problems] == ["prometheus.timeout"]
+    problems = problems_with(config_dir, "timeout: 7s", "timeout: x")
+    assert [p.key for p in problems] == ["prometheus.timeout"]
 
 
 def test_a_kube_context_missing_from_its_kubeconfig_is_a_located_error(config_dir: Path) -> None:
-    text = SETTINGS.format(kubeconfig=config_dir / "kubeconfig").replace(
-        "context: kind-us", "context: kind-asia"
-    )
-    (config_dir / "oncall.yaml").write_text(text)
-    with pytest.raises(ConfigError) as caught:
-        load_settings(cwd=config_dir, environ={})
-    (problem,) = caught.value.problems
+    (problem,) = problems_with(config_dir, "context: kind-us", "context: kind-asia")
     assert (problem.where, problem.key) == ("oncall.yaml:20:16", "contexts.us.kubernetes.context")
     assert "no context 'kind-asia'" in problem.message
     assert "kind-eu, kind-us" in problem.message

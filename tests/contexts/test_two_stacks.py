@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from textual.pilot import Pilot
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import StepResult
@@ -36,9 +35,12 @@ from oncall.tui.incident import IncidentScreen
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import FOR_SCALE, JOBS, Drill, targets
 from tests.drill.stack.remediation_helpers import vllm_pods
+from tests.drill.stack.test_app_drill import static_text, until
 from tests.harness.faults import silent_listener
 
 ALERT = "GPUXidError"
+#: Two stacks on two shared cores: a fault, its checklist and a verified rebuild take minutes.
+pytestmark = pytest.mark.timeout(600)
 CONTEXTS = ("eu", "us")
 
 
@@ -88,18 +90,6 @@ def settings_for_test(directory: Path, tmp_path: Path, **extra: object) -> Setti
     return load_settings(config=config, environ={}).settings
 
 
-async def until(pilot: Pilot[None], what: str, ok: Callable[[], bool], within: float = 90) -> None:
-    deadline = time.monotonic() + within
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {within:g}s waiting for {what}")
-        await pilot.pause(0.2)
-
-
-def text_of(app: OncallApp, selector: str) -> str:
-    return str(app.screen.query_one(selector, Static).render())
-
-
 async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
     stacks: Path, tmp_path: Path
 ) -> None:
@@ -115,7 +105,10 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
 
             def findings() -> bool:
                 status, run = app.book.statuses.get(eu_key), app.book.runs.get(eu_key)
-                seen.append(f"{status and status.state}, run {run and run.findings()}")
+                seen.append(
+                    f"{status and status.state}, run {run and run.findings()}, "
+                    f"{len(app.book.statuses)} rows, error {app.book.refresh_error}"
+                )
                 return bool(status and status.state == "firing" and run and not run.running
                             and run.results)  # fmt: skip
 
@@ -138,7 +131,15 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
             assert "firing" not in states[[s == "firing" for s in states].count(True) :]
             # Its facts are eu's: the Xid is on eu's GPU; the same checklist in us finds none.
             steps = {r.id: r for r in app.book.runs[eu_key].results.values()}
-            assert steps["xid"].status == "fail" and "Xid 13" in (steps["xid"].summary or "")
+            for _ in range(3):  # an overloaded machine may time a probe out: run it again
+                if steps["xid"].status != "unknown":
+                    break
+                app.start_checklist(eu_key)
+                rerun = app.book.runs[eu_key]
+                await until(pilot, "eu's checklist again", lambda: not rerun.running)  # noqa: B023
+                steps = {r.id: r for r in rerun.results.values()}
+            xid = steps["xid"]
+            assert xid.status == "fail" and "Xid 13" in (xid.summary or ""), xid
             assert steps["restart_app"].status == "fail"
             # The same checklist, for the same labels (same node names), in us: no Xid there.
             same = dataclasses.replace(app.book.statuses[eu_key], context="us")
@@ -157,7 +158,7 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
             assert pod in before["us"]  # the same-named pod exists in the other cluster
             await pilot.press("1")
             await until(pilot, "the confirm modal", lambda: isinstance(app.screen, ConfirmScreen))
-            preview = text_of(app, "#confirm-preview")
+            preview = static_text(app, "#confirm-preview")
             eu_server = yaml.safe_load((stacks / "eu" / "kubeconfig").read_text())["clusters"][0]
             assert "context eu" in preview and "kube context oncall-drill" in preview
             assert f"API server {eu_server['cluster']['server']}" in preview
@@ -167,7 +168,7 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
             await until(
                 pilot,
                 "the rebuild verified",
-                lambda: "verified" in text_of(app, "#confirm-progress"),
+                lambda: "verified" in static_text(app, "#confirm-progress"),
                 within=120,
             )
         finally:
