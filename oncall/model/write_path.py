@@ -227,11 +227,11 @@ def render_preview(preview: Preview) -> str:
     lines = [
         f"{plan.action} {plan.target.label}"
         + (f" (UID {plan.target.uid})" if plan.target.uid else ""),
-        *([f"  in:      {plan.cluster.label}"] if plan.cluster else []),
         f"  before:  {plan.before}",
         f"  after:   {plan.after}",
         f"  request: {_show(plan.request)}",
         f"  dry run: {_show(preview.dry_run)}",
+        *([f"  in:      {plan.cluster.label}"] if plan.cluster else []),
         *(f"  note:    {note}" for note in plan.notes),
         "  guards:",
     ]

@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from oncall.model.alerts import RuleStatus, context_key, split_key
-from oncall.model.checklist_events import ChecklistEvent, Proposal
-from oncall.model.write_path import RemediationResult
+from oncall.model.checklist_events import ChecklistEvent
+from oncall.model.write_path import Confirm, Progress, RemediationResult
 from oncall.service.sources import AlertsSource, ChecklistRunner, LiveAlerts, LiveChecklists
 from oncall.settings import Settings
 
 if TYPE_CHECKING:
     # The remediation door is imported when first used, as the app imports it.
-    from oncall.service.remediation import AlertContext, RemediationRunner
+    from oncall.service.remediation import RemediationRequest, RemediationRunner
 
 __all__ = [
     "ContextAlerts",
@@ -115,8 +115,10 @@ class ContextRemediations:
     def __init__(self, runners: Mapping[str, RemediationRunner]) -> None:
         self.runners = dict(runners)
 
-    async def run(self, proposal: Proposal, alert: AlertContext, *rest: Any) -> RemediationResult:
-        """`RemediationRunner.run`; evidence, confirm and progress go on to the context's."""
+    async def run(
+        self, request: RemediationRequest, confirm: Confirm, progress: Progress
+    ) -> RemediationResult:
+        alert = request.alert
         context, name = split_key(alert.name)
         status = alert.status
         if status is not None and status.context != context:
@@ -125,10 +127,8 @@ class ContextRemediations:
         runner = self.runners.get(context)
         if runner is None:
             return RemediationResult("not planned", f"no context {context!r} on this board")
-        from oncall.service.remediation import AlertContext
-
-        bare = AlertContext(name, status, alert.latest)
-        return await runner.run(proposal, bare, *rest)
+        bare = dataclasses.replace(request, alert=dataclasses.replace(alert, name=name))
+        return await runner.run(bare, confirm, progress)
 
 
 def live_remediations(settings: Settings, *, read_only_flag: bool) -> RemediationRunner:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import Proposal
 from oncall.model.write_path import Preview, render_preview
 from oncall.service.contexts import ContextRemediations
-from oncall.service.remediation import AlertContext, LiveRemediations
+from oncall.service.remediation import AlertContext, LiveRemediations, RemediationRequest
 from oncall.settings import Settings
-from tests.remediation.fakes import make_world, register_note_action
+from tests.remediation.fakes import make_world
 from tests.remediation.note_action import SetNote
 from tests.tui.fakes import status
 from tests.tui.test_confirm import FakeRemediations, seqs_preview
@@ -24,11 +22,6 @@ SETTINGS = Settings.model_validate(
         "contexts": {"eu": {}, "us": {"production": True}},
     }
 )
-
-
-@pytest.fixture
-def note(monkeypatch: pytest.MonkeyPatch) -> SetNote:
-    return register_note_action(monkeypatch)
 
 
 async def never_asked(_preview: Preview) -> bool:
@@ -83,11 +76,11 @@ async def test_the_door_sends_an_alert_to_its_own_contexts_runner_only() -> None
         return False
 
     alert = AlertContext("us/LLMHighP99Latency", ctx_status("us"))
-    await door.run(proposal, alert, None, no, lambda _line: None)
+    await door.run(RemediationRequest(proposal, alert), no, lambda _line: None)
     assert [call[1].name for call in us.calls] == ["LLMHighP99Latency"] and eu.calls == []
     # A key and a state of different contexts: nothing runs anywhere.
     mixed = AlertContext("eu/LLMHighP99Latency", ctx_status("us"))
-    result = await door.run(proposal, mixed, None, no, lambda _line: None)
+    result = await door.run(RemediationRequest(proposal, mixed), no, lambda _line: None)
     assert result.status == "not planned" and eu.calls == [] and len(us.calls) == 1
 
 
@@ -95,5 +88,5 @@ async def test_a_live_runner_refuses_an_alert_of_another_context() -> None:
     runner = LiveRemediations(SETTINGS.for_context("eu"))
     proposal = Proposal(id="p", action="set-note", title="t", params={}, step="s")
     alert = AlertContext("LLMHighP99Latency", ctx_status("us"))
-    result = await runner.run(proposal, alert, None, never_asked, lambda _line: None)
+    result = await runner.run(RemediationRequest(proposal, alert), never_asked, lambda _line: None)
     assert result.status == "not planned" and "context 'us'" in result.message

@@ -35,8 +35,8 @@ from oncall.tui.incident import IncidentScreen
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import FOR_SCALE, JOBS, Drill, targets
 from tests.drill.stack.remediation_helpers import vllm_pods
-from tests.drill.stack.test_app_drill import static_text, until
 from tests.harness.faults import silent_listener
+from tests.harness.pilot import static_text, until
 
 ALERT = "GPUXidError"
 #: Two stacks on two shared cores: a fault, its checklist and a verified rebuild take minutes.
