@@ -173,12 +173,11 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
             app.screen.query_one("#confirm-word", Input).value = pod
             await pilot.pause()
             await pilot.press("enter")
-            await until(
-                pilot,
-                "the rebuild verified",
-                lambda: "verified" in static_text(app, "#confirm-progress"),
-                within=120,
-            )
+
+            def verified() -> bool:
+                return "verified" in static_text(app, "#confirm-progress")
+
+            await until(pilot, "the rebuild verified", verified, within=120)
         finally:
             await asyncio.to_thread(drill_cli, stacks, "clear", "--context", "eu")
     after = {name: await asyncio.to_thread(pods_of, stacks, name) for name in CONTEXTS}
