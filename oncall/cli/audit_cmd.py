@@ -278,7 +278,9 @@ def run_export(args: argparse.Namespace) -> int:
         records = [line.record for line in lines if line.problem is None and line.record]
         sys.stdout.write(to_csv(records))
         return EXIT_OK
-    out = sys.stdout.buffer
+    # The lines' exact bytes (so each still matches its hash); a text stream without a binary
+    # buffer (a caller's StringIO) gets them decoded.
+    out = getattr(sys.stdout, "buffer", None)
     for line, raw, masked in audit.export_lines(lines):
         if masked:
             print(
@@ -286,6 +288,9 @@ def run_export(args: argparse.Namespace) -> int:
                 "(that line no longer matches its hash)",
                 file=sys.stderr,
             )
-        out.write(raw)
-    out.flush()
+        if out is not None:
+            out.write(raw)
+        else:
+            sys.stdout.write(raw.decode("utf-8", "replace"))
+    (out or sys.stdout).flush()
     return EXIT_OK

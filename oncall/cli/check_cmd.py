@@ -78,7 +78,10 @@ def _record(file: Path, runbook: str, alert: dict[str, Any], results: list[StepR
     """`--record FILE`: this run as a runbook test case (see `oncall.checklist.recording`)."""
     from oncall.checklist.recording import recorded_case, write_record
 
-    write_record(file, runbook, recorded_case(alert, results, time.time()))
+    try:
+        write_record(file, runbook, recorded_case(alert, results, time.time()))
+    except OSError as exc:  # a folder, no permission, a name too long: the operator's path
+        raise UsageError(f"--record {file}: cannot write it: {exc.strerror or exc}") from None
     print(f"recorded to {file}: oncall runbook test {file}", file=sys.stderr)
 
 

@@ -248,7 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if any("\x00" in word for word in words):
+        # No exec'd command line can hold one (C strings); only a caller's list can, and a
+        # path with it would be a ValueError deep inside whatever opens it.
+        parser.error("an argument contains a NUL byte")
+    args = parser.parse_args(words)
     handler: Handler | None = getattr(args, "handler", None)
     try:
         if handler is None:  # the app draws on the terminal itself; nothing to wrap

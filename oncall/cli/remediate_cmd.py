@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,8 @@ from oncall.model.write_path import GuardVerdict, Preview, render_preview
 
 #: Every action `oncall remediate` runs, by name (the registry's: oncall/model/action_params.py).
 ACTIONS = tuple(ACTION_PARAMS)
+#: `new_action_id()` makes 12 hex digits; a little latitude for ids of older logs.
+ACTION_ID = re.compile(r"[0-9a-f]{6,32}")
 
 
 def register(commands: Any, global_options: Callable[..., None]) -> None:
@@ -40,13 +43,17 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     runs = [_action_parser(sub, name, model) for name, model in ACTION_PARAMS.items()]
     rollback = sub.add_parser("rollback", help="undo a verified action (level, max-num-seqs)")
-    rollback.add_argument("action_id", help="the audit action id printed when it ran")
+    rollback.add_argument(
+        "action_id", type=_action_id, help="the audit action id printed when it ran"
+    )
     for action in (*runs, rollback):
         action.add_argument("--dry-run", action="store_true", help="preview only, change nothing")
         global_options(action, suppress=True)
         action.set_defaults(handler=run)
     approve = sub.add_parser("approve", help="approve another person's pending action")
-    approve.add_argument("action_id")
+    approve.add_argument(
+        "action_id", type=_action_id, help="the id `waiting for a second person` printed"
+    )
     global_options(approve, suppress=True)
     approve.set_defaults(handler=run_approve)
 
@@ -84,6 +91,17 @@ def _int_argument(text: str) -> int:
         return ascii_int(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _action_id(text: str) -> str:
+    """An audit action id as oncall prints it (hex, `new_action_id`): anything else is a usage
+    error here, before it becomes a Redis key (`oncall:approval:ID`) or an audit lookup."""
+    wanted = text.strip().lower()
+    if not ACTION_ID.fullmatch(wanted):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an audit action id (hex, e.g. 7ce3f53c2dd0, as printed when it ran)"
+        )
+    return wanted
 
 
 def _first_line(doc: str | None) -> str:
@@ -160,7 +178,7 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
     read_only = bool(getattr(args, "read_only", False))
     async with open_remediator(settings, read_only_flag=read_only) as r:
         rollback_of = args.action_id if args.action == "rollback" else None
-        if rollback_of:
+        if rollback_of is not None:
             plan = await r.rollback_plan(rollback_of)
         else:
             plan = await r.plan(args.action, params_of(args))

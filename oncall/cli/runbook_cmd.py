@@ -50,8 +50,10 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
 def _paths(args: argparse.Namespace) -> list[Path]:
     paths: list[Path] = args.paths or DEFAULT_PATHS
     for path in paths:
-        if not path.exists():
-            raise UsageError(f"{path}: no such file or folder")
+        try:
+            path.stat()
+        except OSError as exc:  # missing, a name too long, no permission
+            raise UsageError(f"{path}: {exc.strerror or 'cannot be read'}") from None
     return paths
 
 

@@ -179,14 +179,16 @@ def test_environment(environ: dict[str, str]) -> None:
 COMMANDS = [
     ["config", "show"], ["config", "show", "-o", "json"], ["check"], ["audit", "list"],
     ["audit", "show"], ["audit", "verify"], ["runbook", "lint"], ["runbook", "schema"],
-    ["config"], ["audit"], ["runbook"],
+    ["config"], ["audit"], ["runbook"], ["audit", "acknowledge"], ["audit", "export"],
+    ["remediate", "rollback"], ["remediate", "approve"], ["remediate", "set-degradation-level"],
+    ["runbook", "test"], ["check", "LLMHighP99Latency", "--record"], ["alerts", "--match"],
 ]  # fmt: skip
 WORDS = [
     "--set", "--config", "--read-only", "-o", "json", "table", "--since", "--actor", "--target",
     "--action", "LLMHighP99Latency", "prometheus.url=http://u:p@[::1", "redis.timeout=1e400",
     "guards.rate_limit_actions=" + "9" * 500, "limits.max_yaml_depth=0", "read_only=maybe",
     "alerts.for_scale=nan", "-5", "1h", "99999999999d", "", "\x00", "../../etc/passwd", "=",
-    "--", "-", "-h",
+    "--", "-", "-h", "--reason", "--dry-run", "7ce3f53c2dd0", "x:alive", "٣", "x" * 300,
 ]  # fmt: skip
 
 

@@ -73,11 +73,56 @@ def test_malformed_urls_are_settings_errors(url: str, key: str, command: list[st
         ["audit", "list", "--since", "2026-13-45"],
         ["audit", "list", "--since", "\x00"],
         ["audit", "list", "--since", "١٢h"],
+        ["audit", "acknowledge", "", "--reason", "x"],
+        ["audit", "acknowledge", "x" * 5000, "--reason", "x"],
+        ["audit", "acknowledge", "3f9a1c2e", "--reason", " "],
+        ["audit", "export", "--since", "-1"],
+        ["runbook", "lint", "x" * 300],
+        ["runbook", "test", "x" * 300],
+        ["--config", "x" * 300, "config", "show"],
+        ["--config", "a\x00b", "config", "show"],
     ],
 )
 def test_odd_arguments_are_usage_errors_not_traces(tmp_path: Path, argv: list[str]) -> None:
     ran = run_inprocess("--set", f"audit.path={tmp_path / 'audit.jsonl'}", *argv)
     assert ran.code in (0, 1, EXIT_USAGE), ran.output
+    _no_trace(ran.output)
+
+
+#: Backends that are not there: a remediation must be stopped by its argument, before any.
+NOWHERE = {
+    "ONCALL_PROMETHEUS__URL": "http://127.0.0.1:1",
+    "ONCALL_REDIS__URL": "redis://127.0.0.1:1/0",
+    "ONCALL_VLLM__URLS": "http://127.0.0.1:1",
+}
+
+
+@pytest.mark.parametrize("verb", ["rollback", "approve"])
+@pytest.mark.parametrize("action_id", ["", " ", "-", "../x", "x:alive", "*", "٣", "x" * 5000])
+def test_an_action_id_that_oncall_never_printed_is_a_usage_error(
+    tmp_path: Path, verb: str, action_id: str
+) -> None:
+    """`oncall remediate rollback ''` reached the last-resort handler (it planned an action
+    named "rollback"); an id is oncall's hex or a usage error, before it is a Redis key or a
+    lookup, and nothing is audited."""
+    audit = tmp_path / "audit.jsonl"
+    env = {**NOWHERE, "ONCALL_AUDIT__PATH": str(audit)}
+    ran = run_inprocess("remediate", verb, action_id, env=env)
+    assert ran.code == EXIT_USAGE, ran.output
+    assert "is not an audit action id" in ran.stderr
+    assert not audit.exists()
+    _no_trace(ran.output)
+
+
+def test_a_record_file_that_cannot_be_written_is_a_usage_error(tmp_path: Path) -> None:
+    """`oncall check ALERT --record FOLDER`: the checklist runs (every backend down), then the
+    record cannot be written; one line naming the path, not an IsADirectoryError trace."""
+    ran = run_inprocess(
+        "--set", f"audit.path={tmp_path / 'audit.jsonl'}", "check", "LLMHighP99Latency",
+        "--record", str(tmp_path), env=NOWHERE,
+    )  # fmt: skip
+    assert ran.code == EXIT_USAGE, ran.output
+    assert f"--record {tmp_path}: cannot write it" in ran.stderr
     _no_trace(ran.output)
 
 
