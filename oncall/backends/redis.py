@@ -112,6 +112,9 @@ class RedisClient:
                 # the server did not answer it either.
                 raise self._error("timeout", "no answer; connection reset after a timeout") from exc
             raise self._connection_error(exc) from exc
+        except redis_errors.NoPermissionError as exc:
+            # NOPERM: the ACL denies this user the command or key: the credentials, like a 403.
+            raise self._error("auth", f"NOPERM {exc}") from exc
         except redis_errors.ResponseError as exc:
             raise self._error("query error", str(exc)) from exc
         except (redis_errors.RedisError, UnicodeDecodeError, ValueError) as exc:
@@ -169,9 +172,15 @@ class RedisClient:
     async def config_get(self, name: str) -> str | None:
         """CONFIG GET of one parameter; None when the server has no such parameter.
 
-        Managed Redis and ACLs often deny CONFIG: that is a BackendError "query error".
+        Managed Redis and ACLs often deny CONFIG: that is a BackendError "query error" (an ACL's
+        NOPERM for CONFIG alone is the server being strict, not the credentials being wrong).
         """
-        found = await self._call(lambda r: r.config_get(name))
+        try:
+            found = await self._call(lambda r: r.config_get(name))
+        except BackendError as exc:
+            if exc.reason == "auth" and exc.detail.startswith("NOPERM"):
+                raise self._error("query error", exc.detail) from exc
+            raise
         if not isinstance(found, dict):
             raise self._error("bad payload", "CONFIG GET did not parse into pairs")
         value = found.get(name)

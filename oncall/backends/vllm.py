@@ -8,7 +8,8 @@ Curl equivalents (backends.md §1.1; only `/v1/*` needs the API key):
     curl -s http://VLLM:8000/metrics                                 # Prometheus text
 
 Every call is bounded by the client's timeout as a whole, and every failure becomes a
-`BackendError` with reason "refused", "timeout", "http <status>" or "bad payload". `/metrics` is
+`BackendError` with reason "refused", "timeout", "auth" (401/403: a wrong key, or a proxy in
+front), "http <status>" or "bad payload" (an SSO proxy's login page included). `/metrics` is
 parsed with prometheus_client's parser; series are summed (max for KV usage) over the `engine`
 label and grouped by `model_name`; both the 0.33 names and the 0.10 names (backends.md §1.5)
 are read, and facts the server does not expose (`--disable-log-stats`) are listed in `missing`.
@@ -27,7 +28,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from oncall.backends.http import HttpBackend
+from oncall.backends.http import HttpBackend, status_reason
+from oncall.errors import BackendError
 
 BACKEND = "vllm"
 
@@ -261,10 +263,14 @@ class VllmClient(HttpBackend):
         request = self._http.get(path, headers=headers)
         return await self._exchange(request)
 
+    def _refused(self, response: httpx.Response) -> BackendError:
+        status = response.status_code
+        return self._error(status_reason(status), response.reason_phrase, http_status=status)
+
     async def _json(self, path: str) -> Any:
         response = await self._request(path)
         if response.status_code >= 400:
-            raise self._error(f"http {response.status_code}", response.reason_phrase)
+            raise self._refused(response)
         try:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -276,6 +282,13 @@ class VllmClient(HttpBackend):
         started = time.perf_counter()
         response = await self._request("/health")
         latency = time.perf_counter() - started
+        # vLLM's API key guards only /v1: a 401/403 here, or a page, is something in front of
+        # the server (an SSO proxy) and says nothing about the engine. Not "unhealthy": unknown.
+        if response.status_code in (401, 403):
+            raise self._refused(response)
+        if "html" in response.headers.get("content-type", ""):
+            kind = response.headers["content-type"]
+            raise self._error("bad payload", f"/health answered {response.status_code} {kind!r}")
         return Health(response.status_code == 200, response.status_code, latency)
 
     async def version(self) -> str:
@@ -299,7 +312,7 @@ class VllmClient(HttpBackend):
         """One `GET /metrics`, parsed into per-model facts."""
         response = await self._request("/metrics")
         if response.status_code >= 400:
-            raise self._error(f"http {response.status_code}", response.reason_phrase)
+            raise self._refused(response)
         kind = response.headers.get("content-type", "")
         if "html" in kind or "json" in kind:
             raise self._error("bad payload", f"metrics served as {kind!r}")

@@ -11,6 +11,7 @@ degradation flag, the probes' server commands, the XADD of a copy) still works, 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -188,3 +189,28 @@ def test_verify_as_the_reviewer_over_copies_the_operator_wrote(
             client.xadd(STREAM, {"seq": "3"})
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("who", ["anonymous", "wrong password", "a user the ACL denies INFO"])
+def test_credentials_redis_refuses_are_auth_and_incomplete(
+    tmp_path: Path, server: tuple[RunningServer, dict[str, str]], who: str
+) -> None:
+    """Issue 12, item 9, for Redis: NOAUTH, WRONGPASS and NOPERM are the reason `auth` (a
+    probe's step unknown, exit 3), never a finding and never "all well"; the secret is not
+    shown. The reviewer may read only the Stream, so its INFO is a NOPERM."""
+    srv, secrets = server
+    url = {
+        "anonymous": f"redis://127.0.0.1:{srv.port}/0",
+        "wrong password": url_of(srv, "oncall-operator", "not-" + secrets["oncall-operator"]),
+        "a user the ACL denies INFO": url_of(srv, "oncall-reviewer", secrets["oncall-reviewer"]),
+    }[who]
+    result = run_oncall(
+        "check", "AIServiceUnavailable", "-o", "json", "--set", f"redis.url={url}",
+        "--set", "prometheus.url=http://127.0.0.1:1", "--set", "vllm.urls=http://127.0.0.1:1",
+        "--set", "kubernetes.timeout=1s", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.code == 3, result.stdout + result.stderr
+    steps = [s for s in json.loads(result.stdout)["steps"] if s["probe"] == "redis.stats"]
+    assert steps and all(s["status"] == "unknown" for s in steps), steps
+    assert all("redis at redis://" in s["reason"] and ": auth" in s["reason"] for s in steps)
+    assert all(secret not in result.stdout + result.stderr for secret in secrets.values())

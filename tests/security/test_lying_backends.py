@@ -1,7 +1,10 @@
 """Threat: a backend that lies (issue 12, item 9). Prometheus answering 401/403, or 200 with an
 SSO proxy's HTML login page, or JSON that is not its API, must never read "all well": exit 3
 with the reason (`auth`, `bad payload`) for `oncall alerts` and `oncall check`; only a real
-answer (a real Prometheus) gives 0/1. The liars are real HTTP servers on loopback ports."""
+answer (a real Prometheus) gives 0/1. The same for the vLLM servers (a 401 on `/health` is a
+proxy in front, not a dead engine) and the GPU facts read from dcgm-exporter through
+Prometheus; Redis's AUTH/NOPERM: tests/security/test_audit_stream_acl.py. The liars are real
+HTTP servers on loopback ports."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ LIARS: dict[str, tuple[Answer, str]] = {
     "garbage": ((200, "application/octet-stream", b"\x00\xff\xfe garbage"), "bad payload"),
 }
 # Backends that cannot be reached too: nothing else the check needs may answer (no cluster).
-QUIET = ("--set", "kubernetes.timeout=1s", "--set", "redis.url=redis://127.0.0.1:1/0")
+QUIET = ("--set", "kubernetes.timeout=1s", "--set", "redis.url=redis://127.0.0.1:1/0",
+         "--set", "gpu.source=dcgm")  # fmt: skip
 
 
 @pytest.mark.parametrize("liar", list(LIARS))
@@ -53,6 +57,30 @@ def test_check_exit_3_with_the_reason_when_prometheus_lies(liar: str) -> None:
     prom_steps = [s for s in steps if s["probe"] == "prometheus.query"]
     assert prom_steps and all(s["status"] == "unknown" for s in prom_steps)
     assert all(f"prometheus at {url}: {reason}" in s["reason"] for s in prom_steps)
+    # The GPU facts from dcgm-exporter's series come through the same lying Prometheus.
+    gpu_steps = [s for s in steps if s["probe"] == "gpu.devices"]
+    assert gpu_steps and all(s["status"] == "unknown" for s in gpu_steps)
+    assert all(f"at {url}: {reason}" in s["reason"] for s in gpu_steps)
+
+
+@pytest.mark.parametrize("liar", ["401", "403", "html login page"])
+def test_check_is_incomplete_not_a_finding_when_vllm_lies(
+    liar: str, prometheus_srv: RunningServer
+) -> None:
+    """A real Prometheus, and an SSO proxy (or a wrong API key) in front of every vLLM server:
+    the vLLM steps are unknown with the reason — not "unhealthy" (a failing step, exit 1, as
+    `http 401` on /health read before) — and the check is incomplete."""
+    answer, reason = LIARS[liar]
+    with lying_backend(lambda _path: answer) as url:
+        ran = run_inprocess(
+            "--set", f"prometheus.url={prometheus_srv.url}", "--set", f"vllm.urls={url}", *QUIET,
+            "check", "AIServiceUnavailable", "-o", "json",
+        )  # fmt: skip
+    assert ran.code == EXIT_INCOMPLETE, ran.output
+    steps = json.loads(ran.stdout)["steps"]
+    vllm_steps = [s for s in steps if s["probe"].startswith("vllm.")]
+    assert vllm_steps and all(s["status"] == "unknown" for s in vllm_steps), vllm_steps
+    assert all(f"vllm at {url}: {reason}" in s["reason"] for s in vllm_steps), vllm_steps
 
 
 def test_a_real_prometheus_answer_gives_0_or_1(prometheus_srv: RunningServer) -> None:
