@@ -101,3 +101,54 @@ def test_self_subject_review_names_each_kubeconfig_user(drill: Cluster) -> None:
         finally:
             kube.close()
     assert names == ["oncall-operator", "oncall-peer", "system:serviceaccount:ai:oncall-readonly"]
+
+
+def test_an_approved_eviction_spends_the_budget_before_the_pod_is_seen_going(
+    drill: Cluster,
+) -> None:
+    """The race of two concurrent rebuilds, as the apiserver closes it: the eviction handler
+    records the pod it lets go in the budget's `status.disruptedPods` before it deletes it, so
+    the controller counts it out at once. Here the delete after the approval fails (a stale
+    resourceVersion precondition: 409), the pod stays Ready — and the other pod's eviction is
+    still refused with the apiserver's 429 body, because the budget was spent on the first."""
+    import json
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    first, second = drill.ready_pods(2)
+    core, policy = drill.core(), client.PolicyV1Api(drill.api)
+
+    def evict(pod: Any, **preconditions: str) -> None:
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(**preconditions))
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=NS),
+            delete_options=options,
+        )
+        core.create_namespaced_pod_eviction(pod.metadata.name, NS, body)
+
+    with pytest.raises(ApiException) as stale:
+        evict(first, resource_version="1")
+    assert stale.value.status == 409
+    status = policy.read_namespaced_pod_disruption_budget("vllm", NS).status
+    assert status is not None
+    assert set(status.disrupted_pods or {}) == {first.metadata.name}
+    assert (status.current_healthy, status.disruptions_allowed) == (1, 0)
+    assert len(drill.ready_pods(2)) == 2  # both still Ready: only the budget knows
+
+    with pytest.raises(ApiException) as refused:
+        evict(second, uid=_uid(second))
+    assert refused.value.status == 429
+    body = json.loads(refused.value.body)
+    assert (body["kind"], body["status"], body["reason"], body["code"]) == (
+        "Status", "Failure", "TooManyRequests", 429,
+    )  # fmt: skip
+    assert body["message"] == VIOLATION
+    # metav1.StatusCause's Type is `reason` on the wire (`json:"reason,omitempty"`).
+    assert body["details"]["causes"] == [
+        {
+            "reason": "DisruptionBudget",
+            "message": "The disruption budget vllm needs 1 healthy pods and has 1 currently",
+        }
+    ]
+    assert core.read_namespaced_pod(second.metadata.name, NS).metadata.deletion_timestamp is None
