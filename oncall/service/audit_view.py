@@ -134,6 +134,12 @@ class ChainStatus:
     where: str | None = None
     problem: str | None = None
     incomplete: tuple[str, ...] = ()
+    #: How many problems verify lists (the first is `where`/`problem`).
+    problems: int = 0
+    #: What the local chain was cross-checked against ("the team Stream oncall:audit: …").
+    anchor: str | None = None
+    #: Why only the local chain could be checked (the Stream unreachable), as `LOCAL ONLY:`.
+    local_only: str | None = None
 
 
 class AuditSource(Protocol):
@@ -197,6 +203,9 @@ def chain_status(path: str, exists: bool, report: VerifyReport) -> ChainStatus:
         where=first.where if first is not None else None,
         problem=first.message if first is not None else None,
         incomplete=tuple(report.incomplete),
+        problems=len(report.breaks),
+        anchor=report.anchor,
+        local_only=report.incomplete_check,
     )
 
 
@@ -226,7 +235,8 @@ class LiveAudit:
         return await asyncio.to_thread(self._details, key)
 
     async def verify(self) -> ChainStatus:
-        return await asyncio.to_thread(self._verify)
+        """The chain cross-checked against the team Stream, as `oncall audit verify` does."""
+        return chain_status(str(self.log.path), self.exists, await self.check_anchored())
 
     # -- blocking: the CLI calls these directly, the screen in a worker thread -----------------
 
@@ -352,6 +362,3 @@ class LiveAudit:
                 record = self.public(line.record)
                 return json.dumps(record, indent=2, ensure_ascii=False)
         return None
-
-    def _verify(self) -> ChainStatus:
-        return chain_status(str(self.log.path), self.exists, self.check())

@@ -1,5 +1,6 @@
 """`:audit` — the audit log for a reviewer: records newest first, one record's details, and
-whether the hash chain is intact.
+whether the hash chain is intact, cross-checked against the team Stream as `oncall audit verify`
+does (or, plainly, that only the local chain could be checked).
 
 The records and the verification come from an `AuditSource` (a worker reads the file in a
 thread and posts the result back as a message); the screen only renders. `/` filters by words
@@ -110,9 +111,16 @@ def chain_parts(chain: ChainStatus) -> list[tuple[str, str]]:
         parts = [(f"○ no audit log yet at {chain.path}", "foreground-muted")]
     else:
         parts = [(f"✓ chain intact: {records}", "success")]
+    if chain.problems > 1:
+        parts.append((f"{chain.problems} problems (oncall audit verify lists them)", "error"))
     if chain.incomplete:
         count = len(chain.incomplete)
         parts.append((f"! {count} action{'' if count == 1 else 's'} incomplete", "warning"))
+    # As `oncall audit verify` says it: a local chain that checks out proves little by itself.
+    if chain.local_only is not None:
+        parts.append((f"? local chain only: {chain.local_only}", "warning"))
+    elif chain.anchor is not None:
+        parts.append((f"anchor: {chain.anchor}", "foreground-muted"))
     return parts
 
 

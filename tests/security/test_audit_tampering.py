@@ -244,3 +244,40 @@ def test_a_backdated_record_forged_into_both_is_flagged_by_its_arrival(
     assert f"record {N + 1} of log {written[0]['log']['id']}: reached the team Stream more" in (
         result.stdout
     )
+
+
+def _screen_settings(log: AuditLog, url: str, stream: str) -> Any:
+    from oncall.settings import Settings
+
+    return Settings.model_validate(
+        {"audit": {"path": str(log.path), "redis_stream": stream}, "redis": {"url": url}}
+    )
+
+
+@pytest.mark.parametrize("case", ["untouched", "edited and rehashed", "stream unreachable"])
+async def test_the_audit_screen_says_what_verify_says(
+    log: AuditLog, redis_srv: RunningServer, stream: str, case: str
+) -> None:
+    """The app's audit screen reads the same cross-check as `oncall audit verify`: a log
+    rewritten to check out locally is BROKEN there too, an untouched one names its anchor,
+    and without the Stream it says plainly that only the local chain was checked."""
+    from oncall.service.audit_view import LiveAudit
+    from tests.tui.test_audit_screen import audit_app, open_audit, text_of
+
+    records = await asyncio.to_thread(write_anchored, log, redis_srv.url, stream, 5)
+    if case == "edited and rehashed":
+        rewrite(log, [{**records[0], "outcome": "nothing happened"}, *records[1:]])
+    url = f"redis://127.0.0.1:{free_port()}/0" if case == "stream unreachable" else redis_srv.url
+    settings = _screen_settings(log, url, stream)
+    app = audit_app(LiveAudit(settings), settings=settings)
+    async with app.run_test(size=(160, 30)) as pilot:
+        chain = text_of(await open_audit(pilot), "#audit-chain")
+    if case == "untouched":
+        assert "✓ chain intact: 5 records" in chain
+        assert f"anchor: the team Stream {stream}: 5 copies of log" in chain
+    elif case == "edited and rehashed":
+        assert "✗ BROKEN: records 1–5 of log" in chain and "✓" not in chain
+        assert "not as the team Stream has it" in chain
+    else:
+        assert "✓ chain intact: 5 records" in chain
+        assert f"? local chain only: the team Stream {stream} is unreachable" in chain
