@@ -114,7 +114,7 @@ def test_an_approved_eviction_spends_the_budget_before_the_pod_is_seen_going(
     import json
 
     from kubernetes import client
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     first, second = drill.ready_pods(2)
     core, policy = drill.core(), client.PolicyV1Api(drill.api)
@@ -139,7 +139,7 @@ def test_an_approved_eviction_spends_the_budget_before_the_pod_is_seen_going(
     with pytest.raises(ApiException) as refused:
         evict(second, uid=_uid(second))
     assert refused.value.status == 429
-    body = json.loads(refused.value.body)
+    body = json.loads(refused.value.body or "{}")
     assert (body["kind"], body["status"], body["reason"], body["code"]) == (
         "Status", "Failure", "TooManyRequests", 429,
     )  # fmt: skip
