@@ -165,17 +165,28 @@ async def ask_typed(word: str) -> bool:
     return str(answer).strip() == word
 
 
-def run(args: argparse.Namespace) -> int:
+def _settings_and_read_only(args: argparse.Namespace) -> tuple[Any, bool]:
+    """The settings, and whether `--read-only` was given. The flag also sets `read_only`; the
+    read-only guard names each source it finds, so a `read_only` that only the flag set is
+    left to the flag — else `--read-only` alone reads "settings read_only: true and
+    --read-only", as if the settings file said so too."""
     from oncall.cli.config_cmd import load_from_args
 
-    settings = load_from_args(args).settings
-    return asyncio.run(_run(settings, args))
+    loaded = load_from_args(args)
+    flag = bool(getattr(args, "read_only", False))
+    if loaded.sources.get("read_only") == "flag --read-only":
+        return loaded.settings.model_copy(update={"read_only": False}), True
+    return loaded.settings, flag
 
 
-async def _run(settings: Any, args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    settings, read_only = _settings_and_read_only(args)
+    return asyncio.run(_run(settings, args, read_only))
+
+
+async def _run(settings: Any, args: argparse.Namespace, read_only: bool) -> int:
     from oncall.service.remediation import open_remediator
 
-    read_only = bool(getattr(args, "read_only", False))
     async with open_remediator(settings, read_only_flag=read_only) as r:
         rollback_of = args.action_id if args.action == "rollback" else None
         if rollback_of is not None:
@@ -212,13 +223,11 @@ async def _run(settings: Any, args: argparse.Namespace) -> int:
 
 
 def run_approve(args: argparse.Namespace) -> int:
-    from oncall.cli.config_cmd import load_from_args
-
-    settings = load_from_args(args).settings
-    return asyncio.run(_approve(settings, args))
+    settings, read_only = _settings_and_read_only(args)
+    return asyncio.run(_approve(settings, args, read_only))
 
 
-async def _approve(settings: Any, args: argparse.Namespace) -> int:
+async def _approve(settings: Any, args: argparse.Namespace, read_only: bool) -> int:
     """The second person: shown the requester's preview, types its word on a terminal."""
     from oncall.service.remediation import approve
 
@@ -231,7 +240,6 @@ async def _approve(settings: Any, args: argparse.Namespace) -> int:
             return False
         return await ask_typed(word)
 
-    read_only = bool(getattr(args, "read_only", False))
     verdict = await approve(settings, args.action_id, confirm, read_only_flag=read_only)
     print(f"{'approved' if verdict.ok else 'refused'}: {verdict.reason}")
     return EXIT_OK if verdict.ok else EXIT_FOUND

@@ -181,7 +181,7 @@ COMMANDS = [
     ["audit", "show"], ["audit", "verify"], ["runbook", "lint"], ["runbook", "schema"],
     ["config"], ["audit"], ["runbook"], ["audit", "acknowledge"], ["audit", "export"],
     ["remediate", "rollback"], ["remediate", "approve"], ["remediate", "set-degradation-level"],
-    ["runbook", "test"], ["check", "LLMHighP99Latency", "--record"], ["alerts", "--match"],
+    ["runbook", "test"], ["alerts", "--match"],  # (no --record: it would write into the cwd)
 ]  # fmt: skip
 WORDS = [
     "--set", "--config", "--read-only", "-o", "json", "table", "--since", "--actor", "--target",

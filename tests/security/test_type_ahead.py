@@ -44,8 +44,17 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         yield server.url
 
 
-def _typed_ahead(args: list[str], early: bytes, timeout: float = 60.0) -> tuple[int, str]:
-    """Run oncall on a pty with `early` already typed; at the prompt, end the input (Ctrl-D)."""
+def _typed_ahead(
+    args: list[str],
+    early: bytes,
+    timeout: float = 60.0,
+    *,
+    answer: bytes = b"\x04",
+    interrupt_at: bytes | None = None,
+) -> tuple[int, str]:
+    """Run oncall on a pty with `early` already typed; at the prompt, type `answer` (by
+    default: end the input, Ctrl-D). With `interrupt_at`, once that text is on the terminal
+    the process gets SIGINT, as Ctrl-C sends it to the foreground process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
     master, slave = os.openpty()
     os.write(master, early)  # in the terminal's input buffer before the process even starts
@@ -70,8 +79,11 @@ def _typed_ahead(args: list[str], early: bytes, timeout: float = 60.0) -> tuple[
             elif proc.poll() is not None:
                 break
             if not answered and b"to confirm" in output:
-                os.write(master, b"\x04")  # the person types nothing: end of input
+                os.write(master, answer)
                 answered = True
+            if interrupt_at is not None and interrupt_at in output:
+                proc.send_signal(signal.SIGINT)
+                interrupt_at = None
         code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if proc.poll() is None:
@@ -82,16 +94,24 @@ def _typed_ahead(args: list[str], early: bytes, timeout: float = 60.0) -> tuple[
     return code, output.decode("utf-8", "replace")
 
 
-def test_an_answer_typed_before_the_preview_does_not_confirm(
-    drill: Cluster, redis_url: str, tmp_path: Path
-) -> None:
+def _config(
+    tmp_path: Path, drill: Cluster, redis_url: str, **more: dict[str, str]
+) -> tuple[Path, Path]:
     audit = tmp_path / "audit.jsonl"
     config = tmp_path / "oncall.yaml"
     config.write_text(yaml.safe_dump({
         "kubernetes": {"kubeconfig": str(drill.kubeconfig), "namespace": NS},
         "redis": {"url": redis_url},
         "audit": {"path": str(audit), "kube_events": False},
+        **more,
     }))  # fmt: skip
+    return config, audit
+
+
+def test_an_answer_typed_before_the_preview_does_not_confirm(
+    drill: Cluster, redis_url: str, tmp_path: Path
+) -> None:
+    config, audit = _config(tmp_path, drill, redis_url)
     with redis.Redis.from_url(redis_url, decode_responses=True) as client:
         before = {k: client.get(k) for k in client.keys("*")}
     code, output = _typed_ahead(
@@ -113,13 +133,7 @@ def test_an_answer_typed_before_the_preview_does_not_confirm(
 def test_a_closed_stdin_is_refused_and_audited_not_a_traceback(
     drill: Cluster, redis_url: str, tmp_path: Path
 ) -> None:
-    audit = tmp_path / "audit.jsonl"
-    config = tmp_path / "oncall.yaml"
-    config.write_text(yaml.safe_dump({
-        "kubernetes": {"kubeconfig": str(drill.kubeconfig), "namespace": NS},
-        "redis": {"url": redis_url},
-        "audit": {"path": str(audit), "kube_events": False},
-    }))  # fmt: skip
+    config, audit = _config(tmp_path, drill, redis_url)
     argv = [sys.executable, "-m", "oncall", "--config", str(config),
             "remediate", "set-degradation-level", "2"]  # fmt: skip
     # `<&-`: file descriptor 0 closed, as a cron job or a broken wrapper may leave it.
@@ -132,3 +146,28 @@ def test_a_closed_stdin_is_refused_and_audited_not_a_traceback(
     assert "refused (terminal)" in result.stdout
     transitions = [json.loads(line)["transition"] for line in audit.read_text().splitlines()]
     assert transitions == ["proposed", "refused"]
+
+
+def test_ctrl_c_during_verification_leaves_a_record_and_no_traceback(
+    drill: Cluster, redis_url: str, tmp_path: Path, prometheus_srv: RunningServer
+) -> None:
+    """Issue 12, item 13: Ctrl-C while oncall verifies a change left nothing in the audit after
+    `succeeded`. The level is set (confirmed on the terminal, after the preview); verification
+    waits for the gateway's gauge, which this (real, empty) Prometheus never has, and the
+    person presses Ctrl-C:
+    the log says the change was made and its verification interrupted; the command exits 130."""
+    config, audit = _config(tmp_path, drill, redis_url, prometheus={"url": prometheus_srv.url})
+    code, output = _typed_ahead(
+        ["--config", str(config), "remediate", "set-degradation-level", "2"], b"",
+        answer=f"{WORD}\n".encode(), interrupt_at=b"verifying",
+    )  # fmt: skip
+    assert code == 130, output
+    assert "oncall: interrupted" in output and "Traceback" not in output, output
+    with redis.Redis.from_url(redis_url, decode_responses=True) as client:
+        assert client.get(WORD) == "2"  # the change was made
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["transition"] for r in records] == [
+        "proposed", "approved", "started", "succeeded", "verified",
+    ]  # fmt: skip
+    assert records[-1]["outcome"]["ok"] is False
+    assert records[-1]["outcome"]["interrupted"] is True
