@@ -137,6 +137,9 @@ def test_two_concurrent_rebuilds_of_one_deployment_leave_a_ready_replica(
     finally:
         sampler.stopping.set()
         sampler.join(timeout=10)
+    # The promise first: the service kept a Ready replica the whole time.
+    assert sampler.counts, "the sampler saw nothing"
+    assert min(sampler.counts) >= 1, (sampler.counts, outputs)
     logs = [records(tmp_path / f"audit-{i}.jsonl") for i in range(2)]
     started = [i for i, log in enumerate(logs) if any(r["transition"] == "started" for r in log)]
     assert len(started) <= 1, outputs
@@ -145,8 +148,6 @@ def test_two_concurrent_rebuilds_of_one_deployment_leave_a_ready_replica(
     assert logs[loser][-1]["transition"] == "refused", outputs[loser]
     assert "refused (" in outputs[loser]
     assert "verified:" in outputs[started[0]], outputs[started[0]]
-    assert sampler.counts, "the sampler saw nothing"
-    assert min(sampler.counts) >= 1, sampler.counts
     # Each process had its own holder and its own authenticated identity in the audit.
     actors = [log[0]["actor"] for log in logs]
     assert actors[0]["pid"] != actors[1]["pid"]
