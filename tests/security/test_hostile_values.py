@@ -4,6 +4,7 @@ from an edited audit record."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from oncall.remediation.policy import Guards
 from oncall.settings import Settings
 from tests.cli_runner import run_oncall
 from tests.remediation.fakes import FakeBreaker, FakeRate, FakeTwoPerson
+from tests.security.hostile_cli import run_inprocess
 
 
 def test_a_typo_in_two_person_is_a_located_settings_error(tmp_path: Path) -> None:
@@ -42,11 +44,14 @@ def test_non_ascii_digits_are_not_a_level(digits: str) -> None:
     assert SetDegradationLevelParams.model_validate({"level": "3"}).level == 3
 
 
+ACTION = "0123456789ab"  # an action id as oncall prints them
+
+
 async def test_a_rollback_is_not_planned_from_an_edited_record(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path)
     target = {"kind": "RedisKey", "name": "ai-gateway:degradation-level"}
-    common = {"action_id": "a1", "action": "set-degradation-level", "target": target}
+    common = {"action_id": ACTION, "action": "set-degradation-level", "target": target}
     log.append(transition="proposed", detail={"undo": {"level": 0}}, **common)
     log.append(transition="verified", outcome={"ok": True}, **common)
     lines = path.read_text().splitlines()
@@ -56,4 +61,13 @@ async def test_a_rollback_is_not_planned_from_an_edited_record(tmp_path: Path) -
     guards = Guards(FakeRate(), FakeBreaker(), FakeTwoPerson())
     async with Remediator(Clients(Settings()), log, guards) as remediator:
         with pytest.raises(PlanError, match="does not verify"):
-            await remediator.rollback_plan("a1")
+            await remediator.rollback_plan(ACTION)
+    # The command the issue ran: refused before any backend is asked, nothing appended.
+    before = path.read_bytes()
+    ran = await asyncio.to_thread(
+        run_inprocess, "--set", f"audit.path={path}", "--set", "redis.url=redis://127.0.0.1:1/0",
+        "remediate", "rollback", ACTION,
+    )  # fmt: skip
+    assert ran.code == 1, ran.output
+    assert "does not verify" in ran.output and "rollback refused" in ran.output
+    assert path.read_bytes() == before
