@@ -70,7 +70,7 @@ async def _request(requester: Remediator, pod: str) -> tuple[str, asyncio.Task[A
     await requester.identify()
     plan = await requester.plan("rebuild-pod", {"pod": pod})
     preview = await requester.preview(plan)
-    action_id = "req-" + os.urandom(4).hex()
+    action_id = os.urandom(6).hex()  # as new_action_id() makes them
     rule = requester.guards.two_person
     await rule.request(action_id, plan.action, plan.target.label, requester.person,
                        preview="PREVIEW " + plan.summary, confirm_word=pod,
