@@ -9,6 +9,7 @@ HTTP servers on loopback ports."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -44,23 +45,34 @@ def test_alerts_exit_3_with_the_reason_when_prometheus_lies(liar: str) -> None:
     assert all(a["error"].startswith(f"{reason}: ") for a in alerts)
 
 
-@pytest.mark.parametrize("liar", ["401", "html login page"])
-def test_check_exit_3_with_the_reason_when_prometheus_lies(liar: str) -> None:
+def _check_with_a_liar(
+    liar: str, alert: str, prometheus: str | None = None
+) -> tuple[list[dict[str, Any]], str, str]:
+    """`oncall check ALERT -o json` with the liar as vLLM (and as Prometheus unless one is
+    given); the steps, the liar's URL and the reason expected. Exit 3 is asserted here."""
     answer, reason = LIARS[liar]
     with lying_backend(lambda _path: answer) as url:
         ran = run_inprocess(
-            "--set", f"prometheus.url={url}", "--set", f"vllm.urls={url}", *QUIET,
-            "check", "LLMHighP99Latency", "-o", "json",
+            "--set", f"prometheus.url={prometheus or url}", "--set", f"vllm.urls={url}", *QUIET,
+            "check", alert, "-o", "json",
         )  # fmt: skip
     assert ran.code == EXIT_INCOMPLETE, ran.output
-    steps = json.loads(ran.stdout)["steps"]
-    prom_steps = [s for s in steps if s["probe"] == "prometheus.query"]
-    assert prom_steps and all(s["status"] == "unknown" for s in prom_steps)
-    assert all(f"prometheus at {url}: {reason}" in s["reason"] for s in prom_steps)
+    return json.loads(ran.stdout)["steps"], url, reason
+
+
+def _unknown_saying(steps: list[dict[str, Any]], probe: str, text: str) -> None:
+    """Every step of a probe starting with `probe` is there, unknown, its reason with `text`."""
+    chosen = [s for s in steps if s["probe"].startswith(probe)]
+    assert chosen and all(s["status"] == "unknown" for s in chosen), chosen
+    assert all(text in s["reason"] for s in chosen), chosen
+
+
+@pytest.mark.parametrize("liar", ["401", "html login page"])
+def test_check_exit_3_with_the_reason_when_prometheus_lies(liar: str) -> None:
+    steps, url, reason = _check_with_a_liar(liar, "LLMHighP99Latency")
+    _unknown_saying(steps, "prometheus.query", f"prometheus at {url}: {reason}")
     # The GPU facts from dcgm-exporter's series come through the same lying Prometheus.
-    gpu_steps = [s for s in steps if s["probe"] == "gpu.devices"]
-    assert gpu_steps and all(s["status"] == "unknown" for s in gpu_steps)
-    assert all(f"at {url}: {reason}" in s["reason"] for s in gpu_steps)
+    _unknown_saying(steps, "gpu.devices", f"at {url}: {reason}")
 
 
 @pytest.mark.parametrize("liar", ["401", "403", "html login page"])
@@ -70,17 +82,8 @@ def test_check_is_incomplete_not_a_finding_when_vllm_lies(
     """A real Prometheus, and an SSO proxy (or a wrong API key) in front of every vLLM server:
     the vLLM steps are unknown with the reason — not "unhealthy" (a failing step, exit 1, as
     `http 401` on /health read before) — and the check is incomplete."""
-    answer, reason = LIARS[liar]
-    with lying_backend(lambda _path: answer) as url:
-        ran = run_inprocess(
-            "--set", f"prometheus.url={prometheus_srv.url}", "--set", f"vllm.urls={url}", *QUIET,
-            "check", "AIServiceUnavailable", "-o", "json",
-        )  # fmt: skip
-    assert ran.code == EXIT_INCOMPLETE, ran.output
-    steps = json.loads(ran.stdout)["steps"]
-    vllm_steps = [s for s in steps if s["probe"].startswith("vllm.")]
-    assert vllm_steps and all(s["status"] == "unknown" for s in vllm_steps), vllm_steps
-    assert all(f"vllm at {url}: {reason}" in s["reason"] for s in vllm_steps), vllm_steps
+    steps, url, reason = _check_with_a_liar(liar, "AIServiceUnavailable", prometheus_srv.url)
+    _unknown_saying(steps, "vllm.", f"vllm at {url}: {reason}")
 
 
 def test_a_real_prometheus_answer_gives_0_or_1(prometheus_srv: RunningServer) -> None:
