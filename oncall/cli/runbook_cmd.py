@@ -52,7 +52,9 @@ def _paths(args: argparse.Namespace) -> list[Path]:
     for path in paths:
         try:
             path.stat()
-        except OSError as exc:  # missing, a name too long, no permission
+        except FileNotFoundError:
+            raise UsageError(f"{path}: no such file or folder") from None
+        except OSError as exc:  # a name too long, no permission
             raise UsageError(f"{path}: {exc.strerror or 'cannot be read'}") from None
     return paths
 
