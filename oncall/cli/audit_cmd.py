@@ -241,7 +241,10 @@ def run_acknowledge(args: argparse.Namespace) -> int:
     print(f"scar {scar.scar}: {scar}\nreason: {reason}", flush=True)
     if report.incomplete_check is not None:
         print(f"note: {report.incomplete_check}", flush=True)
-    _flush_type_ahead()
+    # What was typed before the scar was on screen does not count (tcdrain, then tcflush).
+    from oncall.cli.remediate_cmd import flush_type_ahead
+
+    flush_type_ahead()
     try:
         answer = input(f"Type the scar id ({scar.scar}) to sign it off as reviewed: ")
     except EOFError:
@@ -258,15 +261,6 @@ def run_acknowledge(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
-
-
-def _flush_type_ahead() -> None:
-    """Drop what was typed before the scar was on screen: only an answer to it counts."""
-    import contextlib
-    import termios
-
-    with contextlib.suppress(termios.error, OSError):
-        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
 
 
 def run_export(args: argparse.Namespace) -> int:
