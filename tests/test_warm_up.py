@@ -1,4 +1,4 @@
-"""`LiveChecklists.warm_up`: imports the checklist machinery and the Kubernetes client, in a
+"""`LiveChecklists.warm_up`: imports the checklist machinery and the Kubernetes REST client, in a
 fresh interpreter (this one has imported everything already), and leaves the collector on."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ CODE = """
 import gc, json, sys
 from oncall.service.sources import LiveChecklists
 from oncall.settings import Settings
-before = [m for m in ("kubernetes.client", "oncall.service.checklists") if m in sys.modules]
+before = [m for m in ("oncall.backends.kube_exec", "oncall.service.checklists") if m in sys.modules]
 LiveChecklists(Settings()).warm_up()
-after = [m for m in ("kubernetes.client", "oncall.service.checklists") if m in sys.modules]
+after = [m for m in ("oncall.backends.kube_exec", "oncall.service.checklists") if m in sys.modules]
 print(json.dumps({"before": before, "after": after, "gc_on": gc.isenabled(),
                   "frozen": gc.get_freeze_count()}))
 """
@@ -26,6 +26,6 @@ def test_warm_up_imports_the_machinery_and_freezes_it() -> None:
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["before"] == []
-    assert seen["after"] == ["kubernetes.client", "oncall.service.checklists"]
+    assert seen["after"] == ["oncall.backends.kube_exec", "oncall.service.checklists"]
     assert seen["gc_on"] is True
     assert seen["frozen"] > 10_000  # the imported modules' objects, out of later collections

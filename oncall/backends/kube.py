@@ -6,23 +6,20 @@ kubectl equivalents: `kubectl get pods -l SEL -o json`, `kubectl get pod NAME -o
 NAME -c C --previous --tail=N` (text, not JSON). Nothing here
 changes the cluster; writes live in a separate module that only remediation imports.
 
-The official client (`kubernetes` ≥ 37) is synchronous and takes ~2 s to import (backends.md
-§2.1), so it is imported on first use, in a worker thread, never at module import. Every call
-runs in a thread (`asyncio.to_thread`) with `_request_timeout` set and urllib3 retries off: a
-hung API server releases the thread after `timeout` seconds (a CLI run exits promptly instead
-of waiting on a blocked thread at shutdown), and the await is also bounded by
-`asyncio.timeout` in case a server trickles its answer.
+Requests go over httpx (`oncall.backends.kube_http`), authenticated from the kubeconfig the way
+kubectl and the official client read it (`oncall.backends.kube_config`: certificates, tokens,
+token files, exec plugins, in-cluster service accounts). The official `kubernetes` package is
+not used at run time: its import and client set-up cost ~0.4 s of every fresh `oncall check`
+and it requires aiohttp (issue 15). Answers are plain dicts, the server's own camelCase JSON.
 
-Answers are plain dicts, the server's own camelCase JSON: calls pass `_preload_content=False`
-and the body goes through `json.loads`. Measured against the drill simulator with 50 pods
-(109 kB): decoding took 1.7 ms with `json.loads` and 44 ms through the pydantic models and
-`ApiClient.sanitize_for_serialization` (a whole list call: ~20 ms against ~75 ms); the models
-add nothing a probe reads.
+Lists are paged (`limit` + `continue`, `LIST_PAGE` items a page, at most `LIST_MAX_PAGES`
+pages), with selectors sent to the server; a continue token that expired (410 Gone) restarts
+the list once. A list that would pass the bound is "too large", never cut silently.
 
 Failures are `BackendError("kubernetes", target, reason)` with reason "refused", "timeout",
-"unreachable", "disconnected", "tls", "config", "bad payload", "not found" (a Status
-NotFound) or "http <code>" (a 403 carries the server's message naming the verb and resource).
-The target reads "CONTEXT (https://SERVER)".
+"unreachable", "disconnected", "tls", "config", "bad payload", "too large", "not found" (a
+Status NotFound) or "http <code>" (a 403 carries the server's message naming the verb and
+resource); `http_status` is set for HTTP errors. The target reads "CONTEXT (https://SERVER)".
 
 `rollout_status_of` (`kubectl rollout status`'s rule) and `pod_ready` are pure readings of that
 JSON; the writer (`oncall.backends.kube_write`) waits on them.
@@ -32,47 +29,51 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Self
+from urllib.parse import quote
 
+from oncall.backends.kube_http import BACKEND, KubeHttp
 from oncall.errors import BackendError
 from oncall.settings.model import KubernetesSettings
 
-BACKEND = "kubernetes"
+__all__ = ["BACKEND", "CLUSTER_SCOPED_KINDS", "KubeReader", "Obj", "pod_ready"]
+
 Obj = dict[str, Any]
-#: Slack for the thread's own timeout to fire first and report the precise cause.
-AWAIT_GRACE_S = 0.25
 #: Kinds whose objects are cluster-scoped: their events are found in any namespace.
 CLUSTER_SCOPED_KINDS = frozenset({"Node", "Namespace", "PersistentVolume", "StorageClass"})
+#: kubectl's default chunk size (`--chunk-size=500`).
+LIST_PAGE = 500
+#: 20 pages of 500: four times the 5,000-pod fleet; more than that is not an on-call read.
+LIST_MAX_PAGES = 20
 
 
-def _kubeconfig_path(settings: KubernetesSettings) -> str:
-    """The kubeconfig as kubectl picks it: the setting, else $KUBECONFIG, else ~/.kube/config."""
-    if settings.kubeconfig is not None:
-        return str(settings.kubeconfig.expanduser())
-    # Read now, not at the client's import (it freezes KUBECONFIG then, backends.md §2.1).
-    return os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
-
-
-def _in_cluster(path: str) -> bool:
-    """No kubeconfig file but a service account: use it, as kubectl does inside a pod."""
-    files = [p for p in path.split(os.pathsep) if p]
-    exists = any(Path(p).expanduser().is_file() for p in files)
-    return not exists and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-
-
-def _status_message(body: str | None) -> tuple[str | None, str]:
+def _status_message(body: str | bytes | None) -> tuple[str | None, str]:
     """(reason, message) of a metav1.Status body; the raw text when it is not one."""
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body or ""
     try:
-        status = json.loads(body or "")
+        status = json.loads(text)
     except ValueError:
-        return None, (body or "").strip()[:200]
+        return None, text.strip()[:200]
     if not isinstance(status, dict):
         return None, str(status)[:200]
     return status.get("reason"), str(status.get("message") or "")
+
+
+def _path(*parts: str) -> str:
+    return "/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def core(namespace: str | None, resource: str, *rest: str) -> str:
+    """`/api/v1/[namespaces/NS/]RESOURCE[/NAME[/SUB]]`."""
+    scope = ("namespaces", namespace) if namespace is not None else ()
+    return "/api/v1" + _path(*scope, resource, *rest)
+
+
+def apis(api: str, namespace: str | None, resource: str, *rest: str) -> str:
+    """`/apis/GROUP/VERSION/[namespaces/NS/]RESOURCE[/NAME[/SUB]]`."""
+    scope = ("namespaces", namespace) if namespace is not None else ()
+    return f"/apis/{api}" + _path(*scope, resource, *rest)
 
 
 @dataclass(frozen=True)
@@ -129,141 +130,96 @@ def pod_ready(pod: Obj) -> bool:
 
 
 class KubeReader:
-    """One ApiClient for one cluster context; every method is a bounded, read-only GET."""
+    """One API server connection for one context; every method is a bounded, read-only GET."""
 
-    def __init__(self, api_client: Any, *, timeout: float, target: str) -> None:
-        from kubernetes import client  # already imported by `open`; cheap here
-
-        self.timeout = float(timeout)
-        self.target = target
-        self._api = api_client
-        self._core = client.CoreV1Api(api_client)
-        self._apps = client.AppsV1Api(api_client)
-        self._custom = client.CustomObjectsApi(api_client)
+    def __init__(self, http: KubeHttp) -> None:
+        self._http = http
+        self.timeout = http.timeout
+        self.target = http.target
 
     @staticmethod
     def import_client() -> None:
-        """Import the kubernetes client now (blocking, ~2 s): for callers that warm up early."""
-        import kubernetes.client
-        import kubernetes.config  # noqa: F401
+        """Import what the first request needs (for callers that warm up early): cheap now."""
+        import oncall.backends.kube_exec  # noqa: F401
 
     @classmethod
     async def open(cls, settings: KubernetesSettings) -> Self:
         """Load the kubeconfig (or in-cluster config) off the event loop and make a reader."""
-        return await asyncio.to_thread(cls._open_blocking, settings)
+        from oncall.backends.kube_config import KubeConfigError, kubeconfig_paths, load_connection
 
-    @classmethod
-    def _open_blocking(cls, settings: KubernetesSettings) -> Self:
-        # The import is deferred to here (~2 s with the API classes, backends.md §2.1).
-        from kubernetes import client
-        from kubernetes import config as untyped_config
-
-        config: Any = untyped_config  # its loaders have no annotations
-
-        path = _kubeconfig_path(settings)
-        configuration = client.Configuration()
-        where = settings.context or path
         try:
-            if _in_cluster(path):
-                config.load_incluster_config(client_configuration=configuration)
-                context = "in-cluster"
-            else:
-                config.load_kube_config(
-                    config_file=path,
-                    context=settings.context,
-                    client_configuration=configuration,
-                    persist_config=False,
-                )
-                context = settings.context or config.list_kube_config_contexts(path)[1]["name"]
-        # Loading reads YAML and files, decodes certificates and may run exec plugins: whatever
-        # fails there, the answer is the same to the operator (fix the kubeconfig).
-        except Exception as exc:
-            raise BackendError(BACKEND, where, "config", f"{type(exc).__name__}: {exc}") from exc
-        # No retries: a GET on a hung server would otherwise take 4 × timeout (urllib3 retries
-        # reads of idempotent requests), and errors arrive as themselves, not MaxRetryError.
-        configuration.retries = False
-        api_client = client.ApiClient(configuration=configuration)
-        return cls(api_client, timeout=settings.timeout, target=f"{context} ({configuration.host})")
+            conn = await asyncio.to_thread(load_connection, settings)
+        except KubeConfigError as exc:
+            where = settings.context or ":".join(map(str, kubeconfig_paths(settings))) or "kube"
+            raise BackendError(BACKEND, where, "config", str(exc)) from exc
+        target = f"{conn.context} ({conn.server})"
+        return cls(KubeHttp(conn, timeout=settings.timeout, target=target))
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self._api.close()
+        """Close the connection pool (as a task when a loop runs)."""
+        self._http.close()
 
     async def aclose(self) -> None:
-        self.close()
+        await self._http.aclose()
 
-    def _error(self, reason: str, detail: str = "") -> BackendError:
-        return BackendError(BACKEND, self.target, reason, detail)
+    def _error(self, reason: str, detail: str = "", status: int | None = None) -> BackendError:
+        return self._http.error(reason, detail, status)
 
-    async def _fetch(
-        self, decode: Callable[[bytes], Any], request: Callable[..., Any], *args: Any, **query: Any
-    ) -> Any:
-        """One API request in a worker thread; `decode` of its body."""
+    def _status_error(self, status: int, body: bytes) -> BackendError:
+        """The BackendError of an HTTP error answer."""
+        reason, message = _status_message(body)
+        if status == 404 and reason == "NotFound":
+            return self._error("not found", message, status)
+        return self._error(f"http {status}", message, status)
 
-        def work() -> Any:
-            try:
-                response = request(
-                    *args, _preload_content=False, _request_timeout=self.timeout, **query
-                )
-                try:
-                    body = response.data
-                finally:
-                    response.release_conn()
-                return decode(body)
-            except Exception as exc:
-                error = self._translate(exc)
-                if error is exc:
-                    raise
-                raise error from exc
+    async def _raw(self, method: str, path: str, **kwargs: Any) -> bytes:
+        response = await self._http.send(method, path, **kwargs)
+        if response.status_code >= 400:
+            raise self._status_error(response.status_code, response.content)
+        return response.content
 
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Obj:
+        """One request; its JSON object (anything else, an HTML page say, is "bad payload")."""
+        body = await self._raw(method, path, **kwargs)
         try:
-            async with asyncio.timeout(self.timeout + AWAIT_GRACE_S):
-                return await asyncio.to_thread(work)
-        except TimeoutError as exc:  # asyncio's; the thread ends at its own timeout
-            raise self._error("timeout", f"no answer within {self.timeout:g}s") from exc
-
-    async def _call(self, request: Callable[..., Any], *args: Any, **query: Any) -> Obj:
-        """One API request in a worker thread; the decoded JSON body."""
-        decoded = await self._fetch(json.loads, request, *args, **query)
+            decoded = json.loads(body)
+        except ValueError as exc:
+            start = body[:60].decode("utf-8", errors="replace").strip()
+            raise self._error("bad payload", f"not JSON: {start!r}") from exc
         if not isinstance(decoded, dict):
             raise self._error("bad payload", f"expected an object, got {type(decoded).__name__}")
         return decoded
 
-    def _translate(self, exc: Exception) -> Exception:
-        """The BackendError for what the client raised; anything unexpected stays as it is."""
-        import urllib3.exceptions as u3
-        from kubernetes.client.exceptions import ApiException
+    async def _get(self, path: str, **params: Any) -> Obj:
+        return await self._request("GET", path, params=params)
 
-        if isinstance(exc, BackendError):
-            return exc
-        if isinstance(exc, ApiException):
-            if not exc.status:  # the client wraps TLS failures as status 0
-                return self._error("tls", str(exc.reason or "").strip())
-            reason, message = _status_message(exc.body)
-            if exc.status == 404 and reason == "NotFound":
-                return self._error("not found", message)
-            return self._error(f"http {exc.status}", message or str(exc.reason or ""))
-        if isinstance(exc, u3.NewConnectionError):  # before timeouts: it subclasses one
-            text = str(exc)
-            if "refused" in text.lower():
-                return self._error("refused", text)
-            return self._error("unreachable", text)
-        if isinstance(exc, u3.TimeoutError | TimeoutError):
-            return self._error("timeout", f"no answer within {self.timeout:g}s")
-        if isinstance(exc, u3.SSLError):
-            return self._error("tls", str(exc))
-        if isinstance(exc, u3.ProtocolError | ConnectionError):
-            return self._error("disconnected", str(exc))
-        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError | u3.HTTPError):
-            return self._error("bad payload", f"{type(exc).__name__}: {exc}")
-        return exc  # a bug of ours (say, a parameter the client rejects): not the server's fault
-
-    async def _list(self, request: Callable[..., Any], *args: Any, **query: Any) -> list[Obj]:
-        body = await self._call(request, *args, **query)
-        items = body.get("items")
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise self._error("bad payload", f"{body.get('kind') or 'list'} without items")
-        return items
+    async def _list(
+        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[Obj]:
+        """All items of a list, page by page (`limit` + `continue`), bounded."""
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        items: list[Obj] = []
+        token: str | None = None
+        restarted = False
+        for _ in range(LIST_MAX_PAGES + 1):
+            try:
+                body = await self._get(path, limit=LIST_PAGE, **query, **{"continue": token})
+            except BackendError as exc:
+                if exc.http_status != 410 or restarted or token is None:
+                    raise
+                # The token expired (etcd compacted its revision): list again from the start,
+                # once, as client-go's pager does, bounded like the first.
+                items, token, restarted = [], None, True
+                continue
+            page = body.get("items")
+            if not isinstance(page, list) or not all(isinstance(i, dict) for i in page):
+                raise self._error("bad payload", f"{body.get('kind') or 'list'} without items")
+            items.extend(page)
+            token = (body.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return items
+        bound = LIST_PAGE * LIST_MAX_PAGES
+        raise self._error("too large", f"more than {bound} items in {path}: narrow the selector")
 
     async def list_pods(
         self,
@@ -273,15 +229,12 @@ class KubeReader:
     ) -> list[Obj]:
         """`kubectl get pods -n NS [-l SEL] [--field-selector F] -o json` → the items."""
         return await self._list(
-            self._core.list_namespaced_pod,
-            namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            core(namespace, "pods"), label_selector=label_selector, field_selector=field_selector
         )
 
     async def get_pod(self, namespace: str, name: str) -> Obj:
         """`kubectl get pod NAME -n NS -o json`; "not found" when there is none."""
-        return await self._call(self._core.read_namespaced_pod, name, namespace)
+        return await self._get(core(namespace, "pods", name))
 
     async def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None
@@ -296,37 +249,24 @@ class KubeReader:
             selectors.append(f"involvedObject.kind={kind}")
         if name:
             selectors.append(f"involvedObject.name={name}")
-        field_selector = ",".join(selectors) or None
-        if namespace is None:
-            return await self._list(
-                self._core.list_event_for_all_namespaces, field_selector=field_selector
-            )
         return await self._list(
-            self._core.list_namespaced_event, namespace, field_selector=field_selector
+            core(namespace, "events"), field_selector=",".join(selectors) or None
         )
 
     async def get_deployment(self, namespace: str, name: str) -> Obj:
         """`kubectl get deployment NAME -n NS -o json`; "not found" when there is none."""
-        return await self._call(self._apps.read_namespaced_deployment, name, namespace)
+        return await self._get(apis("apps/v1", namespace, "deployments", name))
 
     async def list_prometheus_rules(
         self, namespace: str | None, label_selector: str | None = None
     ) -> list[Obj]:
         """`kubectl get prometheusrules.monitoring.coreos.com [-n NS | -A] [-l SEL] -o json`."""
-        where = ("monitoring.coreos.com", "v1")
-        if namespace is None:
-            return await self._list(
-                self._custom.list_cluster_custom_object, *where, "prometheusrules",
-                label_selector=label_selector,
-            )  # fmt: skip
-        return await self._list(
-            self._custom.list_namespaced_custom_object, *where, namespace, "prometheusrules",
-            label_selector=label_selector,
-        )  # fmt: skip
+        path = apis("monitoring.coreos.com/v1", namespace, "prometheusrules")
+        return await self._list(path, label_selector=label_selector)
 
     async def list_nodes(self, label_selector: str | None = None) -> list[Obj]:
         """`kubectl get nodes [-l SEL] -o json` → the items."""
-        return await self._list(self._core.list_node, label_selector=label_selector)
+        return await self._list(core(None, "nodes"), label_selector=label_selector)
 
     async def read_pod_log(
         self,
@@ -344,18 +284,13 @@ class KubeReader:
         limitBytes=B`. At most `limit_bytes` bytes are kept even from a server that ignores
         limitBytes; undecodable bytes become U+FFFD. A missing previous instance is the
         server's 400 ("http 400", its message naming the container)."""
-
-        def decode(body: bytes) -> str:
-            return bytes(body[:limit_bytes]).decode("utf-8", errors="replace")
-
-        text: str = await self._fetch(
-            decode,
-            self._core.read_namespaced_pod_log,
-            name,
-            namespace,
-            container=container,
-            previous=previous,
-            tail_lines=tail_lines,
-            limit_bytes=limit_bytes,
+        params = {
+            "container": container,
+            "previous": previous,
+            "tailLines": tail_lines,
+            "limitBytes": limit_bytes,
+        }
+        body = await self._raw(
+            "GET", core(namespace, "pods", name, "log"), params=params, accept="*/*"
         )
-        return text
+        return body[:limit_bytes].decode("utf-8", errors="replace")

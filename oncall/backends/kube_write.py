@@ -6,9 +6,11 @@ kubectl equivalents: `kubectl delete pod NAME --dry-run=server` (plus a UID prec
 has no flag for), `kubectl patch deployment NAME --type=json -p '[…]'`, `kubectl rollout status
 deployment NAME`, `kubectl create -f event.yaml`, `kubectl auth can-i VERB RESOURCE`.
 
-`KubeWriter` is a `KubeReader` (same kubeconfig loading, lazy import of `kubernetes`, calls in
-threads with `_request_timeout`, urllib3 retries off, JSON bodies as dicts) that can also write.
-A write is sent once: a retried DELETE or PATCH could act on an object the operator never saw.
+`KubeWriter` is a `KubeReader` (same kubeconfig loading, same bounded httpx exchange, JSON
+bodies as dicts) that can also write: the REST calls kubectl makes, with the content type each
+verb needs (`application/json-patch+json`, `application/merge-patch+json`), `dryRun=All` for
+server-side dry runs and `fieldManager=oncall`. A write is sent once: a retried DELETE or PATCH
+could act on an object the operator never saw.
 
 Failures are `BackendError("kubernetes", target, reason, detail)` with the reader's reasons, plus
 "forbidden" (403; the detail names user, verb, resource and namespace), "conflict" (409: a UID or
@@ -39,6 +41,8 @@ from oncall.backends.kube import (
     Obj,
     RolloutStatus,
     _status_message,
+    apis,
+    core,
     pod_ready,
     rollout_status_of,
 )
@@ -110,34 +114,38 @@ def _micro_time(value: Any) -> datetime | None:
 class KubeWriter(KubeReader):
     """A KubeReader that may also change the cluster; every call bounded, none retried."""
 
-    def __init__(self, api_client: Any, *, timeout: float, target: str) -> None:
-        from kubernetes import client  # already imported by `open`
-
-        super().__init__(api_client, timeout=timeout, target=target)
-        self._coord = client.CoordinationV1Api(api_client)
-        self._authz = client.AuthorizationV1Api(api_client)
-
-    def _translate(self, exc: Exception) -> Exception:
-        from kubernetes.client.exceptions import ApiException
-
-        if isinstance(exc, ApiException) and exc.status == 429:
+    def _status_error(self, status: int, body: bytes) -> BackendError:
+        if status == 429:
             # The eviction API's PodDisruptionBudget refusal (eviction.go): name the budget.
-            _, message = _status_message(exc.body)
-            causes = _causes(exc.body)
+            _, message = _status_message(body)
+            causes = _causes(body)
             detail = f"{message} {causes}".strip() if causes else message
-            return self._error("disruption budget", detail or str(exc.reason or ""))
-        if isinstance(exc, ApiException) and exc.status in (403, 409, 422):
-            _, message = _status_message(exc.body)
-            message = message or str(exc.reason or "")
-            if exc.status == 403:
-                return self._error("forbidden", forbidden_detail(message))
-            return self._error("conflict" if exc.status == 409 else "invalid", message)
-        return super()._translate(exc)
+            return self._error("disruption budget", detail or "Too Many Requests", status)
+        if status in (403, 409, 422):
+            _, message = _status_message(body)
+            if status == 403:
+                return self._error("forbidden", forbidden_detail(message), status)
+            return self._error("conflict" if status == 409 else "invalid", message, status)
+        return super()._status_error(status, body)
 
-    async def _write(self, request: Callable[..., Any], *args: Any, **query: Any) -> Obj:
+    async def _write(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        content_type: str = "application/json",
+        field_manager: bool = False,
+    ) -> Obj:
         """One mutating request; a timeout says the change may have landed."""
+        params = {"dryRun": "All" if dry_run else None}
+        if field_manager:
+            params["fieldManager"] = FIELD_MANAGER
         try:
-            return await self._call(request, *args, **query)
+            return await self._request(
+                method, path, params=params, body=body, content_type=content_type
+            )
         except BackendError as exc:
             if exc.reason != "timeout":
                 raise
@@ -161,20 +169,16 @@ class KubeWriter(KubeReader):
         `kubectl delete pod NAME -n NS [--dry-run=server]`; answers the Pod (graceful delete).
         "conflict" when the pod under that name is another one (or changed, with a version).
         """
-        from kubernetes import client
-
-        options = client.V1DeleteOptions(
-            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version),
-            propagation_policy="Background",
-            grace_period_seconds=grace_period_s,
-        )
-        return await self._write(
-            self._core.delete_namespaced_pod,
-            name,
-            namespace,
-            body=options,
-            dry_run="All" if dry_run else None,
-        )
+        preconditions = {"uid": uid, "resourceVersion": resource_version}
+        options: Obj = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {k: v for k, v in preconditions.items() if v is not None},
+            "propagationPolicy": "Background",
+        }
+        if grace_period_s is not None:
+            options["gracePeriodSeconds"] = grace_period_s
+        return await self._write("DELETE", core(namespace, "pods", name), options, dry_run=dry_run)
 
     async def evict_pod(self, namespace: str, name: str, *, uid: str, dry_run: bool) -> Obj:
         """Evict exactly this pod (policy/v1 Eviction, UID precondition): PDBs are honoured.
@@ -188,13 +192,8 @@ class KubeWriter(KubeReader):
             "metadata": {"name": name, "namespace": namespace},
             "deleteOptions": {"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
         }
-        return await self._write(
-            self._core.create_namespaced_pod_eviction,
-            name,
-            namespace,
-            body,
-            dry_run="All" if dry_run else None,
-        )
+        path = core(namespace, "pods", name, "eviction")
+        return await self._write("POST", path, body, dry_run=dry_run)
 
     async def owning_workload(self, namespace: str, pod: Obj) -> tuple[str, str, str] | None:
         """(kind, name, uid) of the pod's top controller: its ReplicaSet's Deployment, else
@@ -205,7 +204,7 @@ class KubeWriter(KubeReader):
             return None
         if ref.get("kind") != "ReplicaSet":
             return str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid") or "")
-        rs = await self._call(self._apps.read_namespaced_replica_set, ref.get("name"), namespace)
+        rs = await self._get(apis("apps/v1", namespace, "replicasets", str(ref.get("name"))))
         up = next((r for r in (rs.get("metadata") or {}).get("ownerReferences") or []
                    if r.get("controller")), None)  # fmt: skip
         if up is None:
@@ -221,13 +220,12 @@ class KubeWriter(KubeReader):
         """
         try:
             return await self._write(
-                self._apps.patch_namespaced_deployment,
-                name,
-                namespace,
+                "PATCH",
+                apis("apps/v1", namespace, "deployments", name),
                 ops,
-                dry_run="All" if dry_run else None,
-                field_manager=FIELD_MANAGER,
-                _content_type=JSON_PATCH,
+                dry_run=dry_run,
+                content_type=JSON_PATCH,
+                field_manager=True,
             )
         except BackendError as exc:
             # A field validation failure names its field; a failed `test` gets the generic text.
@@ -315,12 +313,12 @@ class KubeWriter(KubeReader):
         body = {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
         expires = now + timedelta(seconds=duration_s)
         try:
-            await self._write(self._coord.create_namespaced_lease, namespace, body)
+            await self._write("POST", _leases(namespace), body)
             return LeaseResult(True, holder, now, expires)
         except BackendError as exc:
             if exc.reason != "conflict":
                 raise
-        current = await self._call(self._coord.read_namespaced_lease, name, namespace)
+        current = await self._get(_leases(namespace, name))
         held = _lease_view(current)
         ours = held.holder == holder
         theirs = not ours and bool(held.holder)
@@ -332,13 +330,11 @@ class KubeWriter(KubeReader):
             spec["acquireTime"] = held.since  # a renewal keeps the original acquire time
         current["spec"] = {**old_spec, **spec}
         try:
-            await self._write(self._coord.replace_namespaced_lease, name, namespace, current)
+            await self._write("PUT", _leases(namespace, name), current)
         except BackendError as exc:
             if exc.reason != "conflict":
                 raise
-            now_held = _lease_view(
-                await self._call(self._coord.read_namespaced_lease, name, namespace)
-            )
+            now_held = _lease_view(await self._get(_leases(namespace, name)))
             return LeaseResult(
                 False, now_held.holder, now_held.since, now_held.expires, detail=exc.detail
             )
@@ -352,7 +348,7 @@ class KubeWriter(KubeReader):
 
     async def _read_lease(self, namespace: str, name: str) -> Obj | None:
         try:
-            lease: Obj = await self._call(self._coord.read_namespaced_lease, name, namespace)
+            lease: Obj = await self._get(_leases(namespace, name))
         except BackendError as exc:
             if exc.reason == "not found":
                 return None
@@ -366,27 +362,22 @@ class KubeWriter(KubeReader):
 
     async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
         """Delete the Lease if `holder` holds it (resourceVersion precondition); else False."""
-        from kubernetes import client
-
         current = await self._read_lease(namespace, name)
         if current is None or (current.get("spec") or {}).get("holderIdentity") != holder:
             return False
         version = (current.get("metadata") or {}).get("resourceVersion")
-        options = client.V1DeleteOptions(
-            preconditions=client.V1Preconditions(resource_version=version)
-        )
-        await self._write(self._coord.delete_namespaced_lease, name, namespace, body=options)
+        options = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        body = {**options, "preconditions": {"resourceVersion": version}} if version else options
+        await self._write("DELETE", _leases(namespace, name), body)
         return True
 
     # -- events, access reviews, configmaps -------------------------------------------------------
 
     async def self_subject_review(self) -> Obj:
         """`kubectl auth whoami -o json`: who the server authenticated our credentials as."""
-        from kubernetes import client
-
-        api = client.AuthenticationV1Api(self._api)
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-        return await self._call(api.create_self_subject_review, body)
+        path = apis("authentication.k8s.io/v1", None, "selfsubjectreviews")
+        return await self._request("POST", path, body=body)
 
     async def create_event(
         self,
@@ -419,7 +410,7 @@ class KubeWriter(KubeReader):
             "lastTimestamp": stamp,
             "count": 1,
         }
-        return await self._write(self._core.create_namespaced_event, namespace, body)
+        return await self._write("POST", core(namespace, "events"), body)
 
     async def can_i(
         self, namespace: str, verb: str, resource: str, group: str = "", subresource: str = ""
@@ -433,7 +424,8 @@ class KubeWriter(KubeReader):
             attributes["subresource"] = subresource
         body = {"spec": {"resourceAttributes": attributes}}
         try:
-            review = await self._call(self._authz.create_self_subject_access_review, body)
+            path = apis("authorization.k8s.io/v1", None, "selfsubjectaccessreviews")
+            review = await self._request("POST", path, body=body)
         except BackendError as exc:
             if exc.reason == "not found":
                 return None
@@ -442,21 +434,24 @@ class KubeWriter(KubeReader):
 
     async def get_configmap(self, namespace: str, name: str) -> Obj:
         """`kubectl get configmap NAME -n NS -o json`."""
-        return await self._call(self._core.read_namespaced_config_map, name, namespace)
+        return await self._get(core(namespace, "configmaps", name))
 
     async def patch_configmap(
         self, namespace: str, name: str, data: Mapping[str, str | None], *, dry_run: bool
     ) -> Obj:
         """`kubectl patch configmap NAME --type=merge -p '{"data": …}'`; None removes a key."""
         return await self._write(
-            self._core.patch_namespaced_config_map,
-            name,
-            namespace,
+            "PATCH",
+            core(namespace, "configmaps", name),
             {"data": dict(data)},
-            dry_run="All" if dry_run else None,
-            field_manager=FIELD_MANAGER,
-            _content_type=MERGE_PATCH,
+            dry_run=dry_run,
+            content_type=MERGE_PATCH,
+            field_manager=True,
         )
+
+
+def _leases(namespace: str, *name: str) -> str:
+    return apis("coordination.k8s.io/v1", namespace, "leases", *name)
 
 
 def _causes(body: Any) -> str:

@@ -61,6 +61,6 @@ class Clients:
 
     async def aclose(self) -> None:
         if self.kube is not None:
-            self.kube.close()
+            await self.kube.aclose()
         if self.redis is not None:
             await self.redis.aclose()

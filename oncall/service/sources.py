@@ -151,7 +151,7 @@ class LiveChecklists:
             yield event
 
     def warm_up(self) -> None:
-        """Import the checklist machinery and the Kubernetes client (~2 s) now. The app calls
+        """Import the checklist machinery and the Kubernetes REST client now. The app calls
         this once, in a thread, after its first alert states, so that neither the first frame
         nor the first states wait for it, and the first checklist does not either.
 

@@ -324,13 +324,14 @@ async def test_losing_the_race_for_an_expired_lease_is_a_refusal(
         current["spec"]["leaseDurationSeconds"] = 3600 * 24 * 365 * 100
         cluster.sim.store.replace(LEASES, current)
 
-    replace = writer._coord.replace_namespaced_lease
+    write = writer._write
 
-    def racing_replace(*args: Any, **kwargs: Any) -> Any:
-        cluster.call(carol_takes_it)
-        return replace(*args, **kwargs)
+    async def racing_write(method: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "PUT":  # the replace that carries the resourceVersion we read
+            cluster.call(carol_takes_it)
+        return await write(method, *args, **kwargs)
 
-    monkeypatch.setattr(writer._coord, "replace_namespaced_lease", racing_replace)
+    monkeypatch.setattr(writer, "_write", racing_write)
     bob = await writer.acquire_lease(NS, "lock", "bob@host", 300)
     assert not bob.acquired
     assert bob.holder == "carol@host"

@@ -145,6 +145,9 @@ class FakeLeases:
     def close(self) -> None:
         self.closed = True
 
+    async def aclose(self) -> None:
+        self.close()
+
 
 @dataclass
 class World:
