@@ -161,7 +161,7 @@ class KubeHttp:
     def _transport_error(self, exc: httpx.HTTPError) -> BackendError:
         tls = _cause(exc, ssl.SSLError)
         if tls is not None:
-            return self.error("tls", getattr(tls, "verify_message", None) or str(tls))
+            return self.error("tls", str(tls))
         text = str(exc) or type(exc).__name__
         if isinstance(exc, httpx.ConnectError):
             refused = _cause(exc, ConnectionRefusedError)

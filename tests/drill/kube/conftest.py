@@ -7,9 +7,12 @@ The remediation and security tests drive our own clients against the same simula
 
 from __future__ import annotations
 
+import asyncio
 import json
+import ssl
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,8 @@ from oncall.drill.kube_sim import (
     SimulatorThread,
     write_kubeconfig,
 )
+from oncall.drill.kube_sim.runner import serve
+from oncall.drill.netutil import free_loopback_port
 from oncall.remediation.clients import Clients
 from oncall.settings import Settings
 from oncall.settings.model import KubernetesSettings
@@ -140,6 +145,41 @@ class Cluster:
         return wait_until(f"{expected} ready pods", probe)
 
 
+class TlsSimulator:
+    """A simulator on a plain and a TLS port, served from a thread with its own loop."""
+
+    def __init__(self, context: ssl.SSLContext, routes: Iterable[Any] = ()) -> None:
+        self.port, self.tls_port = free_loopback_port(), free_loopback_port()
+        self.sim = KubeSim(start_delay=DELAY_S, resync=0.2)
+        self._context, self._routes = context, list(routes)
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        runner = await serve(
+            self.sim, self.port, tls=(self.tls_port, self._context), routes=self._routes
+        )
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await runner.cleanup()
+
+    def __enter__(self) -> TlsSimulator:
+        self._thread.start()
+        assert self._ready.wait(10), "the simulator did not start within 10 s"
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(15)
+        assert not self._thread.is_alive(), "the simulator did not stop within 15 s"
+
+
 def start_cluster(tmp_path: Path, sim: KubeSim) -> Generator[Cluster, None, None]:
     from kubernetes import config
 
@@ -190,3 +230,100 @@ async def vllm_args(c: Clients) -> list[str]:
     kube = await c.kube_writer()
     deployment = await kube.get_deployment(NS, "vllm")
     return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+# -- the drill's HTTPS API for oncall's own client (tests/drill/kube/test_kube_client_*.py) ------
+
+#: Namespaces whose pod list the HTTPS simulator answers with a canned reply instead of the API:
+#: what an apiserver (or a proxy in front of it) sends that the simulator never would.
+CANNED = "canned-"
+TOO_MANY = "Cannot evict pod as it would violate the pod's disruption budget."
+BUDGET_CAUSE = "The disruption budget vllm needs 1 healthy pods and has 1 currently"
+
+
+def _canned_routes(seen: list[dict[str, str]]) -> list[Any]:
+    """aiohttp routes for /api/v1/namespaces/canned-*/pods (shapes: metav1.Status, as the
+    apiserver writes it in staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go)."""
+    from aiohttp import web
+
+    def status(code: int, reason: str, message: str, **extra: Any) -> Any:
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": reason, "code": code, **extra}  # fmt: skip
+        return web.json_response(body, status=code)
+
+    def page(names: list[str], token: str = "") -> Any:
+        items = [{"metadata": {"name": n, "namespace": "x"}} for n in names]
+        meta = {"resourceVersion": "1", **({"continue": token} if token else {})}
+        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": meta,
+                                  "items": items})  # fmt: skip
+
+    async def pods(request: web.Request) -> Any:
+        kind = request.match_info["ns"]
+        query = dict(request.query)
+        seen.append({"ns": kind, **query})
+        token = query.get("continue")
+        if kind == "500":
+            return status(500, "InternalError", "Internal error occurred: etcd timeout")
+        if kind == "html":
+            return web.Response(text="<html><body>Sign in</body></html>", content_type="text/html")
+        if kind == "html-502":
+            return web.Response(
+                status=502, text="<html>Bad Gateway</html>", content_type="text/html"
+            )
+        if kind == "429":
+            cause = {"reason": "DisruptionBudget", "message": BUDGET_CAUSE}
+            causes = {"causes": [cause]}
+            return status(429, "TooManyRequests", TOO_MANY, details=causes)
+        if kind == "endless":  # a server whose continue tokens never end
+            return page([f"p{len(seen)}"], token=f"t{len(seen)}")
+        if kind == "expiring":  # the first continue token has expired: 410 Gone, reason Expired
+            if token == "t1":
+                return status(410, "Expired", "The provided continue parameter is too old")
+            first = sum(1 for s in seen if s["ns"] == "expiring" and not s.get("continue"))
+            return page(["a"], token="t1") if first == 1 else page(["a", "b"])
+        return status(404, "NotFound", f'namespaces "{kind}" not found')
+
+    return [web.get("/api/v1/namespaces/" + CANNED + "{ns}/pods", pods)]
+
+
+@dataclass
+class Https:
+    """The drill's simulator over TLS with the drill's certificate; kubeconfigs for it."""
+
+    sim: TlsSimulator
+    ca: Path  # the certificate chain, as `oncall drill up` names it in the kubeconfig
+    key: Path  # its private key
+    seen: list[dict[str, str]]  # the canned routes' requests
+
+    def config(self, **user: Any) -> dict[str, Any]:
+        """The drill's kubeconfig document for the operator, its user replaced by `user`."""
+        from oncall.drill.kube_sim import kubeconfig
+
+        doc = kubeconfig(self.sim.tls_port, self.sim.sim.users, ca_file=self.ca)
+        if user:
+            doc["users"][0]["user"] = user
+        return doc
+
+    @property
+    def token(self) -> str:
+        return self.sim.sim.users.operator.token
+
+
+def write_config(path: Path, doc: dict[str, Any]) -> Path:
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def https(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Https]:
+    """One HTTPS simulator for the client tests (they only read, or write what they undo)."""
+    from oncall.drill.kube_sim.tls import make_certificate, server_context
+
+    made = make_certificate(tmp_path_factory.mktemp("tls"))
+    assert made is not None
+    seen: list[dict[str, str]] = []
+    with TlsSimulator(server_context(*made), _canned_routes(seen)) as running:
+        yield Https(running, made[0], made[1], seen)

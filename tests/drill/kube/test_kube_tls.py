@@ -7,14 +7,12 @@ it; a client trusting another CA, or asking for another host name, is refused.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import socket
 import ssl
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,44 +20,10 @@ from pathlib import Path
 import pytest
 import trustme
 
-from oncall.drill.kube_sim import OPERATOR_CONTEXT, KubeSim, write_kubeconfig
-from oncall.drill.kube_sim.runner import serve
+from oncall.drill.kube_sim import OPERATOR_CONTEXT, write_kubeconfig
 from oncall.drill.kube_sim.tls import VALID_FOR, make_certificate, server_context
-from oncall.drill.netutil import LOOPBACK, free_loopback_port
-from tests.drill.kube.conftest import DELAY_S, NS
-
-
-class TlsSimulator:
-    """A simulator on a plain and a TLS port, served from a thread with its own loop."""
-
-    def __init__(self, context: ssl.SSLContext) -> None:
-        self.port, self.tls_port = free_loopback_port(), free_loopback_port()
-        self.sim = KubeSim(start_delay=DELAY_S, resync=0.2)
-        self._context = context
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
-
-    async def _serve(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        runner = await serve(self.sim, self.port, tls=(self.tls_port, self._context))
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await runner.cleanup()
-
-    def __enter__(self) -> TlsSimulator:
-        self._thread.start()
-        assert self._ready.wait(10), "the simulator did not start within 10 s"
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(15)
-        assert not self._thread.is_alive(), "the simulator did not stop within 15 s"
+from oncall.drill.netutil import LOOPBACK
+from tests.drill.kube.conftest import NS, TlsSimulator
 
 
 @pytest.fixture
