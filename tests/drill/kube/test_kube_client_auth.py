@@ -197,7 +197,7 @@ def test_auth_providers_are_refused_with_the_exec_hint(tmp_path: Path) -> None:
            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
            "current-context": "x"}  # fmt: skip
     path = write_config(tmp_path / "kubeconfig", doc)
-    with pytest.raises(kube_config.KubeConfigError, match="'oidc' is not supported.*exec plugin"):
+    with pytest.raises(kube_config.KubeConfigError, match=r"'oidc' is not supported.*exec plugin"):
         kube_config.load_connection(KubernetesSettings(kubeconfig=path))
 
 
@@ -240,8 +240,11 @@ async def test_client_certificate_data_passes_the_handshake(
     https: Https, mtls: TlsSimulator, client_ca: trustme.CA, tmp_path: Path
 ) -> None:
     issued = client_ca.issue_cert("operator@oncall")
-    user = {"client-certificate-data": _b64(issued.cert_chain_pems[0].bytes()),
-            "client-key-data": _b64(issued.private_key_pem.bytes()), "token": https.token}  # fmt: skip
+    user = {
+        "client-certificate-data": _b64(issued.cert_chain_pems[0].bytes()),
+        "client-key-data": _b64(issued.private_key_pem.bytes()),
+        "token": https.token,
+    }
     assert (
         len(await _pod_names(write_config(tmp_path / "kc", _mtls_config(https, mtls, **user)))) == 2
     )
