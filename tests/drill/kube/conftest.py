@@ -283,7 +283,12 @@ def _canned_routes(seen: list[dict[str, str]]) -> list[Any]:
             return page(["a"], token="t1") if first == 1 else page(["a", "b"])
         return status(404, "NotFound", f'namespaces "{kind}" not found')
 
-    return [web.get("/api/v1/namespaces/" + CANNED + "{ns}/pods", pods)]
+    async def eviction(request: web.Request) -> Any:
+        seen.append({"ns": request.match_info["ns"], "eviction": request.match_info["name"]})
+        return await pods(request)
+
+    base = "/api/v1/namespaces/" + CANNED + "{ns}/pods"
+    return [web.get(base, pods), web.post(base + "/{name}/eviction", eviction)]
 
 
 @dataclass
