@@ -98,7 +98,13 @@ class ExpressionError(OncallError):
 @functools.cache
 def _binding() -> ModuleType:
     # Imported on first use: `import cel` costs ~0.3 s because the package loads its own
-    # command-line tool (typer, rich, prompt_toolkit); see the module docstring.
+    # command-line tool (typer, rich, prompt_toolkit); see the module docstring. oncall never
+    # uses that tool: an empty stand-in for `cel.cli` lets the package import without it
+    # (0.28 s → 0.02 s of CPU, every fresh `oncall check` with an expression).
+    import sys
+    from types import ModuleType
+
+    sys.modules.setdefault("cel.cli", ModuleType("cel.cli"))
     import cel
 
     return cel

@@ -247,6 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    # Before the parser: the remediate and audit commands derive their options from the
+    # actions' pydantic models, and the first model built would otherwise scan every installed
+    # distribution's entry points for pydantic plugins (oncall uses none): ~40 ms of every
+    # start, the app's first frame included (scripts/bench/tui.py).
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     if any("\x00" in word for word in words):
