@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import shlex
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import Field
 
 from oncall.backends import from_settings
-from oncall.backends.redis import RedisClient
 from oncall.errors import BackendError
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
+
+if TYPE_CHECKING:  # the client (redis.asyncio: ~0.2 s) is imported when a Redis step runs
+    from oncall.backends.redis import RedisClient
 
 #: Longest slowlog command text kept in facts; Redis itself cuts arguments at 128 bytes.
 COMMAND_CHARS = 80
