@@ -86,3 +86,33 @@ def test_alerts_and_check_do_not_import_textual(argv: list[str], tmp_path: Path)
     report, stderr = probe(argv, tmp_path)
     assert report["code"] == 3, stderr
     assert set(report["heavy"]) <= {"rich"}
+
+
+KUBE_RUNBOOK = """\
+alert: HeadlessKube
+title: A runbook with a Kubernetes step
+steps:
+  - id: pods
+    title: vLLM pods
+    probe: kube.pods
+    params: {selector: app=vllm}
+"""
+
+
+def test_a_kubernetes_step_does_not_import_the_official_client(tmp_path: Path) -> None:
+    """oncall's Kubernetes client is its own (httpx): a check with a kube.pods step, the API
+    refusing, exits 3 without loading the `kubernetes` package (nor textual)."""
+    from oncall.drill.kube_sim import Users, write_kubeconfig
+
+    (tmp_path / "runbooks").mkdir()
+    (tmp_path / "runbooks" / "HeadlessKube.yaml").write_text(KUBE_RUNBOOK, encoding="utf-8")
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", refused_port(), Users())
+    settings = {
+        "prometheus": {"url": f"http://127.0.0.1:{refused_port()}", "timeout": "1s"},
+        "kubernetes": {"kubeconfig": str(kubeconfig), "timeout": "1s"},
+        "runbooks": {"dirs": [str(tmp_path / "runbooks")]},
+    }
+    (tmp_path / "oncall.yaml").write_text(json.dumps(settings), encoding="utf-8")
+    report, stderr = probe(["check", "HeadlessKube", "-o", "json"], tmp_path)
+    assert report["code"] == 3, stderr
+    assert "kubernetes" not in report["heavy"] and "textual" not in report["heavy"]

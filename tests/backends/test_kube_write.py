@@ -1,4 +1,4 @@
-"""KubeWriter through the real kubernetes client, over HTTP, against the drill simulator:
+"""KubeWriter (oncall's own REST client over httpx) against the drill simulator over HTTP:
 preconditions, dry runs, guarded JSON patches and rollouts, leases, events, access reviews,
 RBAC 403s and a server that never answers."""
 

@@ -1,5 +1,5 @@
 """`--gpu-memory-utilization` read as vLLM reads it, and the `gpu.vllm_memory` probe against the
-drill's Kubernetes API simulator (the real kubernetes client, over HTTP)."""
+drill's Kubernetes API simulator (oncall's Kubernetes client, over HTTP)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `kube.logs` probe through the real kubernetes client against the simulator, over the
+"""The `kube.logs` probe through oncall's Kubernetes client against the simulator, over the
 recorded payloads of `fixtures/`: a previous container that died of a CUDA OOM (Error, exit 1),
 one OOM-killed (137), redaction of secrets, bounds, and the pod JSON readings."""
 
