@@ -1,4 +1,4 @@
-"""The kube probes through oncall's Kubernetes client (httpx), over HTTP, against the drill simulator;
+"""The kube probes through oncall's Kubernetes client, over HTTP, against the drill simulator;
 and their failures: RBAC 403, a refused port, a server that never answers, bad answers."""
 
 from __future__ import annotations
