@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -138,6 +140,21 @@ def kubectl_start(runs: int) -> float | None:
     return statistics.median(walls)
 
 
+@contextmanager
+def drill_dir(given: Path | None, oncall: list[str], prefix: str) -> Iterator[Path]:
+    """The drill to measure: `given` (running), else one started here and stopped after."""
+    if given is not None:
+        yield given
+        return
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    subprocess.run([*oncall, "drill", "up", "--dir", str(directory)], check=True)
+    try:
+        time.sleep(10)  # a few scrapes, so that rates have data; bounded
+        yield directory
+    finally:
+        subprocess.run([*oncall, "drill", "down", "--dir", str(directory)], check=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("alerts", nargs="*", default=DEFAULT_ALERTS)
@@ -145,12 +162,7 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, help="a running drill (default: start one)")
     args = parser.parse_args()
     oncall = [sys.executable, "-m", "oncall"]
-    own = args.dir is None
-    directory = args.dir or Path(tempfile.mkdtemp(prefix="bench-checklist-"))
-    if own:
-        subprocess.run([*oncall, "drill", "up", "--dir", str(directory)], check=True)
-        time.sleep(10)  # a few scrapes, so rates have data; bounded
-    try:
+    with drill_dir(args.dir, oncall, "bench-checklist-") as directory:
         settings = load_settings(config=directory / "oncall.yaml").settings
         server, token = kube_access(directory)
         print(f"drill {directory}; {args.runs} runs each; medians")
@@ -172,9 +184,6 @@ def main() -> int:
         start = kubectl_start(5)
         if start is not None:
             print(f"context: `kubectl version --client` alone takes {start:.3f} s here")
-    finally:
-        if own:
-            subprocess.run([*oncall, "drill", "down", "--dir", str(directory)], check=False)
     return 0
 
 

@@ -20,14 +20,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `scripts.bench` from anywhere
 
 from oncall.settings.loader import load_settings
-from scripts.bench.checklist import bench_checklist, kube_access, shell_script
+from scripts.bench.checklist import bench_checklist, drill_dir, kube_access, shell_script
 
 BUDGET_S = 0.5
 
@@ -60,13 +59,8 @@ def main() -> int:
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[2]
     oncall = oncall_command()
-    own = args.dir is None
-    directory = args.dir or Path(tempfile.mkdtemp(prefix="bench-cold-"))
-    if own:
-        subprocess.run([*oncall, "drill", "up", "--dir", str(directory)], check=True)
-        time.sleep(10)  # a few scrapes, so that rates have data; bounded
-    config = directory / "oncall.yaml"
-    try:
+    with drill_dir(args.dir, oncall, "bench-cold-") as directory:
+        config = directory / "oncall.yaml"
         settings = load_settings(config=config).settings
         server, token = kube_access(directory)
         cacert = directory / "tls" / "apiserver.crt"
@@ -93,9 +87,6 @@ def main() -> int:
             ok = "yes" if mine <= BUDGET_S and mine < shell else "NO"
             print(f"{name:24} {mine:7.3f} {statistics.median(cpu):6.3f} {shell:7.3f} "
                   f"{script.count(chr(10)) - 1:4d} {shell / mine:5.2f}x  {ok}")  # fmt: skip
-    finally:
-        if own:
-            subprocess.run([*oncall, "drill", "down", "--dir", str(directory)], check=False)
     return 0
 
 
