@@ -386,3 +386,19 @@ async def test_in_cluster_service_account(
     (account / "ca.crt").unlink()
     with pytest.raises(BackendError, match=r"cannot read .*ca\.crt"):
         await KubeReader.open(KubernetesSettings(namespace=NS))
+
+
+async def test_provide_cluster_info_hands_the_plugin_the_cluster(
+    https: Https, tmp_path: Path
+) -> None:
+    spec = _plugin(tmp_path, {"token": https.token})
+    spec["provideClusterInfo"] = True
+    doc = https.config(exec=spec)
+    doc["clusters"][0]["cluster"]["extensions"] = [
+        {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "drill"}}
+    ]
+    assert len(await _pod_names(write_config(tmp_path / "kubeconfig", doc))) == 2
+    cluster = _runs(tmp_path)[0]["info"]["spec"]["cluster"]
+    assert cluster["server"] == f"https://127.0.0.1:{https.sim.tls_port}"
+    assert base64.b64decode(cluster["certificate-authority-data"]) == https.ca.read_bytes()
+    assert cluster["config"] == {"audience": "drill"}
