@@ -153,7 +153,9 @@ class KubeReader:
             where = settings.context or ":".join(map(str, kubeconfig_paths(settings))) or "kube"
             raise BackendError(BACKEND, where, "config", str(exc)) from exc
         target = f"{conn.context} ({conn.server})"
-        return cls(KubeHttp(conn, timeout=settings.timeout, target=target))
+        http = KubeHttp(conn, timeout=settings.timeout, target=target)
+        await http.prepare()
+        return cls(http)
 
     def close(self) -> None:
         """Close the connection pool (as a task when a loop runs)."""

@@ -93,29 +93,50 @@ class KubeHttp:
         except KubeConfigError as exc:
             raise self.error("config", str(exc)) from exc
 
-    def _pool(self, credential: Credential) -> httpx.AsyncClient:
+    def _held(
+        self, credential: Credential
+    ) -> tuple[tuple[int, bytes | None], httpx.AsyncClient | None]:
         loop = asyncio.get_running_loop()
         key = (id(loop), credential.cert_pem)
         held = self._pools.get(key)
-        if held is not None and held[0] is loop:
-            return held[1]
         for old in [k for k, (lp, _) in self._pools.items() if lp.is_closed()]:
             del self._pools[old]  # a finished asyncio.run's sockets: nothing to close them on
+        return key, held[1] if held is not None and held[0] is loop else None
+
+    def _make_client(self, credential: Credential) -> httpx.AsyncClient:
+        """A pool (blocking: the first httpx client imports httpcore's parts, ~0.1 s)."""
         verify: ssl.SSLContext | bool = False
         if self.conn.https:
             try:
                 verify = self.conn.ssl_context(credential)
             except KubeConfigError as exc:
                 raise self.error("config", str(exc)) from exc
-        client = httpx.AsyncClient(
+        return httpx.AsyncClient(
             base_url=self.conn.server,
             verify=verify,
             timeout=httpx.Timeout(self.timeout),
             trust_env=False,
             headers={"User-Agent": USER_AGENT},
         )
-        self._pools[key] = (loop, client)
+
+    async def _pool(self, credential: Credential) -> httpx.AsyncClient:
+        key, client = self._held(credential)
+        if client is None:
+            # Made in a worker thread: on the loop it would stall the app's first checklist
+            # (a key press waiting ~0.1 s, scripts/bench/tui.py).
+            client = await asyncio.to_thread(self._make_client, credential)
+            key, raced = self._held(credential)
+            if raced is not None:  # a concurrent first request made one meanwhile
+                await client.aclose()
+                return raced
+            self._pools[key] = (asyncio.get_running_loop(), client)
         return client
+
+    async def prepare(self) -> None:
+        """Make this loop's pool now (the reader's `open` does, off the loop); not for a
+        credential already expired: the first request makes it anew, and the pool then."""
+        if not self.conn.credentials.stale():
+            await self._pool(self.conn.credentials.current())
 
     async def send(
         self,
@@ -143,7 +164,7 @@ class KubeHttp:
         extensions = {}
         if self.conn.tls_server_name:
             extensions["sni_hostname"] = self.conn.tls_server_name
-        client = self._pool(credential)
+        client = await self._pool(credential)
         try:
             async with asyncio.timeout(self.timeout):
                 response = await client.request(
