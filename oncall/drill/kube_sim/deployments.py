@@ -114,8 +114,17 @@ class DeploymentController:
         self._progress: dict[str, tuple[tuple[int, ...], float]] = {}
 
     def reconcile(self) -> None:
+        # One pass over the stored pods (not copied) groups the live ones by controller owner;
+        # each Deployment then copies only its own pods.
+        owned: dict[str, list[Obj]] = {}
+        for pod in self._store.scan(PODS):
+            if podstatus.is_terminating(pod):
+                continue
+            for ref in pod["metadata"].get("ownerReferences") or ():
+                if ref.get("controller"):
+                    owned.setdefault(str(ref.get("uid")), []).append(pod)
         for dep in self._store.list(DEPLOYMENTS):
-            self._reconcile(dep)
+            self._reconcile(dep, owned)
 
     def _replica_sets(self, dep: Obj) -> list[Obj]:
         ns, uid = dep["metadata"]["namespace"], dep["metadata"]["uid"]
@@ -190,20 +199,14 @@ class DeploymentController:
                 component="replicaset-controller",
             )
 
-    def _reconcile(self, dep: Obj) -> None:
+    def _reconcile(self, dep: Obj, owned: dict[str, list[Obj]]) -> None:
         spec = dep.get("spec") or {}
         desired = int(spec.get("replicas", 1))
         pod_hash = template_hash(spec.get("template") or {})
         sets = self._replica_sets(dep)
         new_rs = self._new_replica_set(dep, sets, pod_hash)
         by_uid = {rs["metadata"]["uid"]: rs for rs in sets}
-        pods: dict[str, list[Obj]] = {uid: [] for uid in by_uid}
-        for pod in self._store.list(PODS, dep["metadata"]["namespace"]):
-            if podstatus.is_terminating(pod):
-                continue
-            for uid in by_uid:
-                if _owned_by(pod, uid):
-                    pods[uid].append(pod)
+        pods = {uid: [copy.deepcopy(p) for p in owned.get(uid, ())] for uid in by_uid}
         new_uid = new_rs["metadata"]["uid"]
         new_pods = pods[new_uid]
         old_pods = [p for uid, ps in pods.items() if uid != new_uid for p in ps]

@@ -27,12 +27,14 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.details = details
+        #: A continue token for the Status' ListMeta (410 Expired on a list).
+        self.list_continue: str | None = None
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": {"continue": self.list_continue} if self.list_continue else {},
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

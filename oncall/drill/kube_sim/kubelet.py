@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -90,7 +91,12 @@ class Kubelet:
     # -- reconcile (called by the controller loop) -----------------------------------------
 
     def reconcile(self) -> None:
-        for pod in self._store.list(PODS):
+        # Over the stored pods without copying them (a fleet holds thousands, nearly all settled);
+        # only a pod that needs work is copied.
+        for stored in list(self._store.scan(PODS)):
+            if not self._needs_work(stored):
+                continue
+            pod = copy.deepcopy(stored)
             uid = pod["metadata"]["uid"]
             if podstatus.is_terminating(pod):
                 if uid not in self._stops:
@@ -102,10 +108,19 @@ class Kubelet:
             ):
                 self._runs[uid] = asyncio.create_task(self._run(pod))
 
+    def _needs_work(self, pod: Obj) -> bool:
+        uid = pod["metadata"]["uid"]
+        if podstatus.is_terminating(pod):
+            return uid not in self._stops
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return True
+        phase = (pod.get("status") or {}).get("phase", "Pending")
+        return phase == "Pending" and not (uid in self._runs or uid in self._hook_started)
+
     def _schedule(self, pod: Obj) -> None:
         nodes = self._store.list(NODES)
         used: dict[str, int] = {}
-        for other in self._store.list(PODS):
+        for other in self._store.scan(PODS):
             node = (other.get("spec") or {}).get("nodeName")
             if node and (other.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                 used[node] = used.get(node, 0) + gpu_request(other)

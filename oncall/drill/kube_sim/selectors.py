@@ -1,24 +1,19 @@
 """Label and field selectors with the apiserver's syntax.
 
-Label selectors: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, joined by
-commas (AND). Field selectors: `path=value`, `path==value`, `path!=value`, joined by commas, over a
-per-resource allow-list of fields.
+Label selectors: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, `a>1`, joined
+by commas (AND), parsed by `label_parser` (a port of the apiserver's). Field selectors:
+`path=value`, `path==value`, `path!=value`, joined by commas, over a per-resource allow-list of
+fields.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oncall.drill.kube_sim.errors import ApiError, bad_request
-
-_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
-_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-_SET_RE = re.compile(rf"^\s*(?P<key>{_KEY})\s+(?P<op>in|notin)\s+\((?P<values>[^)]*)\)\s*$")
-_CMP_RE = re.compile(rf"^\s*(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})\s*$")
-_EXISTS_RE = re.compile(rf"^\s*(?P<neg>!?)\s*(?P<key>{_KEY})\s*$")
+from oncall.drill.kube_sim import label_parser
+from oncall.drill.kube_sim.errors import bad_request
 
 
 @dataclass(frozen=True)
@@ -26,7 +21,7 @@ class Requirement:
     """One clause of a label selector."""
 
     key: str
-    op: str  # "=", "!=", "in", "notin", "exists", "!"
+    op: str  # "=", "!=", "in", "notin", "exists", "!", "gt", "lt"
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
@@ -38,52 +33,31 @@ class Requirement:
             return not present
         if self.op in ("=", "in"):
             return present and value in self.values
+        if self.op in ("gt", "lt"):
+            return present and _compare(self.op, str(value), self.values[0])
         # "!=" and "notin" match objects without the label too, as in the apiserver.
         return not present or value not in self.values
 
 
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside parentheses."""
-    parts: list[str] = []
-    depth = 0
-    current: list[str] = []
-    for char in text:
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return parts
+def _compare(op: str, value: str, bound: str) -> bool:
+    try:
+        number = int(value)
+    except ValueError:
+        return False  # upstream: a label value that is no integer matches neither gt nor lt
+    return number > int(bound) if op == "gt" else number < int(bound)
 
 
 def parse_label_selector(text: str | None) -> list[Requirement]:
-    """Parse a label selector; an empty selector matches everything."""
+    """Parse a label selector as labels.Parse does; an empty selector matches everything.
+
+    A bad selector is a 400 with labels.Parse's own message."""
     if not text or not text.strip():
         return []
-    requirements: list[Requirement] = []
-    for part in _split_top_level(text):
-        if m := _SET_RE.match(part):
-            values = tuple(v.strip() for v in m["values"].split(",") if v.strip())
-            if not values:
-                raise _label_error(part, "for 'in', 'notin' operators, values set can't be empty")
-            requirements.append(Requirement(m["key"], m["op"], values))
-        elif m := _CMP_RE.match(part):
-            op = "=" if m["op"] in ("=", "==") else "!="
-            requirements.append(Requirement(m["key"], op, (m["value"],)))
-        elif m := _EXISTS_RE.match(part):
-            requirements.append(Requirement(m["key"], "!" if m["neg"] else "exists"))
-        else:
-            raise _label_error(part, "found unexpected token")
-    return requirements
-
-
-def _label_error(part: str, why: str) -> ApiError:
-    return bad_request(f"unable to parse requirement: {why} in {part.strip()!r}")
+    try:
+        parsed = label_parser.parse(text)
+    except label_parser.SelectorSyntaxError as exc:
+        raise bad_request(str(exc)) from None
+    return [Requirement(key, op, values) for key, op, values in parsed]
 
 
 def labels_match(requirements: list[Requirement], labels: Mapping[str, str] | None) -> bool:

@@ -104,11 +104,9 @@ class KubeSim:
 
     def pods(self, namespace: str, label_selector: str = "") -> list[Obj]:
         wanted = parse_label_selector(label_selector)
-        return [
-            p
-            for p in self.store.list(PODS, namespace)
-            if labels_match(wanted, (p.get("metadata") or {}).get("labels"))
-        ]
+        return self.store.list(
+            PODS, namespace, keep=lambda p: labels_match(wanted, p["metadata"].get("labels"))
+        )
 
     def ready_pods(self, namespace: str, label_selector: str = "") -> list[Obj]:
         return [

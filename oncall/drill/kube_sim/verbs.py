@@ -8,14 +8,12 @@ bumped on spec changes, status kept out of main-resource writes, and graceful po
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from oncall.drill.kube_sim import errors, patch, podstatus
+from oncall.drill.kube_sim import errors, listing, patch, podstatus
 from oncall.drill.kube_sim.errors import ApiError
 from oncall.drill.kube_sim.resources import (
     DEPLOYMENTS,
@@ -24,9 +22,7 @@ from oncall.drill.kube_sim.resources import (
     PODS,
     REPLICASETS,
     ResourceType,
-    allowed_field_selectors,
 )
-from oncall.drill.kube_sim.selectors import make_filter
 from oncall.drill.kube_sim.store import Obj, now_rfc3339
 from oncall.drill.kube_sim.validation import validate
 
@@ -57,28 +53,7 @@ def get(sim: KubeSim, rt: ResourceType, namespace: str | None, name: str) -> Obj
 
 
 def list_(sim: KubeSim, rt: ResourceType, namespace: str | None, query: Mapping[str, str]) -> Obj:
-    keep = make_filter(
-        query.get("labelSelector"), query.get("fieldSelector"), allowed_field_selectors(rt)
-    )
-    items = [o for o in sim.store.list(rt, namespace) if keep(o)]
-    start = 0
-    if query.get("continue"):
-        try:
-            start = int(base64.urlsafe_b64decode(query["continue"].encode()).decode())
-        except (ValueError, binascii.Error) as exc:
-            raise errors.bad_request("continue key is not valid: incorrect encoded start") from exc
-    metadata: dict[str, Any] = {"resourceVersion": sim.store.resource_version}
-    limit = int(query.get("limit") or 0)
-    page = items[start:]
-    if limit > 0 and len(page) > limit:
-        page = page[:limit]
-        metadata["continue"] = base64.urlsafe_b64encode(str(start + limit).encode()).decode()
-        metadata["remainingItemCount"] = len(items) - start - limit
-    for item in page:
-        # List items carry no kind/apiVersion on the wire; the list does.
-        item.pop("kind", None)
-        item.pop("apiVersion", None)
-    return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": metadata, "items": page}
+    return listing.list_objects(sim.store, rt, namespace, query)
 
 
 def create(

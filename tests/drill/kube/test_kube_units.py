@@ -37,11 +37,52 @@ def test_label_selector(selector: str, matches: bool) -> None:
     assert labels_match(parse_label_selector(selector), LABELS) is matches
 
 
-@pytest.mark.parametrize("selector", ["app in ()", "app = = x", "a in (x"])
-def test_bad_label_selector(selector: str) -> None:
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        ("app = = x", "unable to parse requirement: found '=', expected: identifier"),
+        ("a in (x", "unable to parse requirement: found '', expected: ',' or ')'"),
+        ("app in vllm", "unable to parse requirement: found 'vllm' expected: '('"),
+        ("a=b c", "found 'c', expected: ',' or 'end of string'"),
+        ("a,", "found '', expected: identifier after ','"),
+        ("!a=b", "found '=', expected: ',' or 'end of string'"),
+        ("a ! b", "unable to parse requirement: found '!', expected: in, notin, =, ==, !=, gt, lt"),
+    ],
+)
+def test_bad_label_selector(selector: str, message: str) -> None:
+    """labels.Parse's messages (k8s.io/apimachinery pkg/labels/selector.go), as a 400."""
     with pytest.raises(ApiError) as err:
         parse_label_selector(selector)
-    assert err.value.code == 400
+    assert (err.value.code, err.value.message) == (400, message)
+
+
+def test_bad_label_key_and_value_name_the_rule() -> None:
+    with pytest.raises(ApiError) as err:
+        parse_label_selector("-bad=x")
+    assert err.value.message.startswith(
+        'unable to parse requirement: <nil>: Invalid value: "-bad": name part must consist of'
+    )
+    with pytest.raises(ApiError) as err:
+        parse_label_selector("app=-x")
+    assert err.value.message.startswith(
+        'unable to parse requirement: values[0][app]: Invalid value: "-x": a valid label must'
+    )
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "matches"),
+    [
+        ("app in ()", {"app": ""}, True),  # "()" is the set {""}, as upstream parses it
+        ("app in ()", LABELS, False),
+        ("app=", {"app": ""}, True),
+        ("x in (in,notin)", {"x": "in"}, True),  # keywords are values in a value context
+        ("gen>3", {"gen": "4"}, True),
+        ("gen<3", {"gen": "4"}, False),
+        ("gen>3", {"gen": "four"}, False),
+    ],
+)
+def test_label_selector_edges(selector: str, labels: dict[str, str], matches: bool) -> None:
+    assert labels_match(parse_label_selector(selector), labels) is matches
 
 
 def test_field_selector_allow_list() -> None:
