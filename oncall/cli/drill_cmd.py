@@ -64,6 +64,12 @@ def register(commands: Any, global_options: Any) -> None:
         "(--scenario goes to the first); other commands take --context NAME for one of them",
     )
     up.add_argument(
+        "--fleet",
+        action="store_true",
+        help="a fleet for benchmarks: 5,000 pods over 50 nodes and 20 Deployments, 400 GPUs, "
+        "200 more alerting rules",
+    )
+    up.add_argument(
         "--dcgm-layout",
         default="helm",
         help="DCGM labels: helm (default Helm install), or any of honor-labels, hostname, "
@@ -154,6 +160,7 @@ def run_up(args: argparse.Namespace) -> int:
         rules=tuple(args.rules),
         replicas=args.replicas,
         dcgm_layout=args.dcgm_layout,
+        fleet=args.fleet,
     )
     if args.contexts:
         return _up_contexts(options, args.contexts, started)

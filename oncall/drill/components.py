@@ -88,6 +88,7 @@ def cluster_argv(
     replicas: int,
     layout: Layout | None = None,
     name_seed: int | None = None,
+    fleet: bool = False,
 ) -> list[str]:
     seed = [] if name_seed is None else ["--name-seed", str(name_seed)]
     return [
@@ -103,6 +104,7 @@ def cluster_argv(
         "--replicas", str(replicas),
         "--dcgm-layout", (layout or Layout()).text(),
         *seed,
+        *(["--fleet"] if fleet else []),
     ]  # fmt: skip
 
 
@@ -127,7 +129,7 @@ def loadgen_argv(ports: Ports, rate: float, duration: float, curve: str = "const
 
 
 def prometheus_config(
-    ports: Ports, directory: Path, layout: Layout | None = None
+    ports: Ports, directory: Path, layout: Layout | None = None, fleet: bool = False
 ) -> dict[str, Any]:
     def static(job: str, port: int) -> dict[str, Any]:
         return {"job_name": job, "static_configs": [{"targets": [f"{LOOPBACK}:{port}"]}]}
@@ -149,13 +151,32 @@ def prometheus_config(
                     {"files": [str(directory / "targets" / "vllm.json")], "refresh_interval": "1s"}
                 ],
             },
+            *(fleet_scrape_configs(ports, layout or Layout()) if fleet else []),
         ],
     }
 
 
-def prometheus_argv(ports: Ports, directory: Path, layout: Layout | None = None) -> list[str]:
+def fleet_scrape_configs(ports: Ports, layout: Layout) -> list[dict[str, Any]]:
+    """`drill up --fleet`: the other 4,998 pods' kube-state-metrics and 49 nodes' exporters."""
+    from oncall.drill.gpu_sim import fleet as gpu_fleet
+    from oncall.drill.kube_sim.fleet import node_names
+
+    ksm = {
+        "job_name": "kube-state-metrics-fleet",
+        "scrape_interval": "15s",
+        "scrape_timeout": "10s",
+        "metrics_path": "/metrics/fleet",
+        "static_configs": [{"targets": [f"{LOOPBACK}:{ports.kube_metrics}"]}],
+    }
+    gpus = gpu_fleet.scrape_config(layout, f"{LOOPBACK}:{ports.gpu}", node_names()[1:])
+    return [ksm, gpus]
+
+
+def prometheus_argv(
+    ports: Ports, directory: Path, layout: Layout | None = None, fleet: bool = False
+) -> list[str]:
     config = directory / "prometheus.yml"
-    settings = prometheus_config(ports, directory, layout)
+    settings = prometheus_config(ports, directory, layout, fleet)
     config.write_text(yaml.safe_dump(settings, sort_keys=False))
     return [
         require("prometheus", "prometheus"),

@@ -84,3 +84,72 @@ def deploy_rules(sources: list[Path], target: Path, scale: float) -> list[Path]:
         copy.write_text(header + yaml.safe_dump(scaled, sort_keys=False, allow_unicode=True))
         written.append(copy)
     return written
+
+
+# -- the fleet's rules (`drill up --fleet`) ------------------------------------------------------
+
+FLEET_RULES_FILE = "fleet.yaml"
+#: (alert suffix, expression over one Deployment's pods `{sel}`, for, severity, summary).
+_FLEET_TEMPLATES = (
+    ("PodNotReady", 'kube_pod_status_ready{{{sel}, condition="false"}} == 1', "5m", "warning",
+     "Pod {{{{ $labels.pod }}}} is not ready"),
+    ("PodRestarting", "kube_pod_container_status_restarts_total{{{sel}}} > 3", "0s", "warning",
+     "Container {{{{ $labels.container }}}} of {{{{ $labels.pod }}}} restarted more than 3 times"),
+    ("RestartsIncreasing", "increase(kube_pod_container_status_restarts_total{{{sel}}}[15m]) > 0",
+     "5m", "warning", "Pod {{{{ $labels.pod }}}} keeps restarting"),
+    ("OOMKilled",
+     'kube_pod_container_status_last_terminated_reason{{{sel}, reason="OOMKilled"}} == 1', "0s",
+     "warning", "Container {{{{ $labels.container }}}} of {{{{ $labels.pod }}}} was OOM-killed"),
+    ("PodPending", 'kube_pod_status_phase{{{sel}, phase="Pending"}} == 1', "10m", "warning",
+     "Pod {{{{ $labels.pod }}}} is Pending"),
+    ("PodFailed", 'kube_pod_status_phase{{{sel}, phase="Failed"}} == 1', "0s", "warning",
+     "Pod {{{{ $labels.pod }}}} failed"),
+    ("PodStatusUnknown", 'kube_pod_status_ready{{{sel}, condition="unknown"}} == 1', "5m",
+     "warning", "Pod {{{{ $labels.pod }}}} reports no readiness"),
+    ("ReplicasBelowTarget", 'count(kube_pod_status_ready{{{sel}, condition="true"}} == 1) < {n}',
+     "10m", "warning", "Fewer than {n} ready pods"),
+    ("PodsAbsent", "absent(kube_pod_status_phase{{{sel}}})", "5m", "critical",
+     "No pod reports a phase"),
+    # Info, and loud on purpose: one instance per Running pod, so that the board holds the
+    # instance count of a big fleet (thousands), as info-level inventory alerts do.
+    ("PodRunning", 'kube_pod_status_phase{{{sel}, phase="Running"}} == 1', "0s", "info",
+     "Pod {{{{ $labels.pod }}}} is running"),
+)  # fmt: skip
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
+
+
+def fleet_rules(workloads: list[tuple[str, str, int]]) -> dict[str, Any]:
+    """The fleet's rule file: ten alerting rules per Deployment (namespace, name, replicas) over
+    its kube-state-metrics series, one group per namespace (20 Deployments: 200 rules)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for namespace, name, replicas in workloads:
+        sel = f'namespace="{namespace}", pod=~"{name}-[a-z0-9]+-[a-z0-9]+"'
+        for suffix, expr, for_, severity, summary in _FLEET_TEMPLATES:
+            groups.setdefault(namespace, []).append(
+                {
+                    "alert": f"{_camel(name)}{suffix}",
+                    "expr": expr.format(sel=sel, n=replicas),
+                    "for": for_,
+                    "labels": {"severity": severity, "deployment": name, "team": namespace},
+                    "annotations": {"summary": summary.format(n=replicas)},
+                }
+            )
+    return {
+        "groups": [
+            {"name": f"fleet-{namespace}", "interval": "15s", "rules": rules}
+            for namespace, rules in groups.items()
+        ]
+    }
+
+
+def deploy_fleet_rules(target: Path, scale: float, workloads: list[tuple[str, str, int]]) -> Path:
+    """Write the fleet's rule file (durations scaled) into target."""
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / FLEET_RULES_FILE
+    header = f"# Deployed by `oncall drill up --fleet`, for durations x {scale:g}.\n"
+    document = scale_rules(fleet_rules(workloads), scale)
+    path.write_text(header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    return path

@@ -48,6 +48,7 @@ class UpOptions:
     dcgm_layout: str = "helm"  # see oncall/drill/gpu_sim/layout.py
     #: Generated names from a fixed sequence: the same pod names in every stack (--contexts).
     name_seed: int | None = None
+    fleet: bool = False  # 5,000 pods, 400 GPUs, 200 more rules (kube_sim/fleet.py)
 
 
 def _ports() -> Ports:
@@ -151,6 +152,14 @@ def write_app_config(directory: Path, ports: Ports, for_scale: float) -> Path:
     return path
 
 
+def _deploy_fleet_rules(target: Path, scale: float, replicas: int) -> None:
+    from oncall.drill.kube_sim.fleet import WORKLOADS
+    from oncall.drill.rules import deploy_fleet_rules
+
+    workloads = [(w.namespace, w.name, w.replicas) for w in WORKLOADS]
+    deploy_fleet_rules(target, scale, [*workloads, ("ai", "vllm", replicas)])
+
+
 def up(options: UpOptions) -> DrillState:
     directory = options.directory.resolve()
     existing = DrillState.load(directory) if directory.exists() else None
@@ -168,6 +177,8 @@ def up(options: UpOptions) -> DrillState:
     for old in (directory / "rules").glob("*.yaml"):
         old.unlink()
     deploy_rules([s.resolve() for s in sources], directory / "rules", options.for_scale)
+    if options.fleet:
+        _deploy_fleet_rules(directory / "rules", options.for_scale, options.replicas)
     ports = _ports()
     state = DrillState(directory=str(directory))
     state.ports = dict(vars(ports))
@@ -181,13 +192,16 @@ def up(options: UpOptions) -> DrillState:
     }
     try:
         _start(state, "redis", c.redis_argv(ports, directory / "redis"), ports.redis)
-        cluster = c.cluster_argv(ports, directory, options.replicas, layout, options.name_seed)
+        cluster = c.cluster_argv(
+            ports, directory, options.replicas, layout, options.name_seed, options.fleet
+        )
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)
         _start(state, "redis-exporter", c.redis_exporter_argv(ports), ports.redis_exporter)
         am = c.alertmanager_argv(ports.alertmanager, directory / "alertmanager")
         _start(state, "alertmanager", am, ports.alertmanager)
-        _start(state, "prometheus", c.prometheus_argv(ports, directory, layout), ports.prometheus)
+        prometheus = c.prometheus_argv(ports, directory, layout, options.fleet)
+        _start(state, "prometheus", prometheus, ports.prometheus)
         _wait_ready(state, ports, options.timeout)
         _set_degradation_level(ports, 0)
         code, body = c.http_get(f"{ports.url('gateway')}/drill/config")

@@ -23,11 +23,12 @@ from oncall.drill.cluster.faults import pod_fault_route
 from oncall.drill.cluster.ksm import metrics_app
 from oncall.drill.cluster.pods import VllmPodHook
 from oncall.drill.cluster.service import ServiceProxy, file_sd_targets, write_file_sd
+from oncall.drill.gpu_sim import fleet as gpu_fleet
 from oncall.drill.gpu_sim.layout import Layout
 from oncall.drill.gpu_sim.podresources import kube_pod_claims
 from oncall.drill.gpu_sim.server import Exporter
 from oncall.drill.gpu_sim.server import build_app as gpu_exporter_app
-from oncall.drill.kube_sim import KubeSim, default_objects, serve, write_kubeconfig
+from oncall.drill.kube_sim import KubeSim, default_objects, fleet, serve, write_kubeconfig
 from oncall.drill.kube_sim.store import seed_names
 from oncall.drill.kube_sim.tls import make_certificate, server_context
 from oncall.drill.netutil import LOOPBACK
@@ -57,6 +58,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tokens-per-second", type=float, default=150.0)
     parser.add_argument("--start-delay", type=float, default=0.3)
     parser.add_argument("--dcgm-layout", type=Layout.parse, default=Layout(), help="layout.py")
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="5,000 pods over 50 nodes (400 GPUs) and 20 Deployments (kube_sim/fleet.py)",
+    )
     return parser.parse_args(argv)
 
 
@@ -76,6 +82,35 @@ async def _keep_file_sd(sim: KubeSim, path: Path, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), 0.25)
 
 
+def _cluster(args: argparse.Namespace, hook: VllmPodHook) -> KubeSim:
+    """The default drill's cluster, or the fleet (whose other pods run no process)."""
+    vllm_args = ["--model", "qwen", "--max-num-seqs", str(args.max_num_seqs)]
+    if args.fleet:
+        hook.only_labels = {"app": "vllm"}
+        objects = fleet.base_objects(vllm_args=vllm_args, replicas=args.replicas)
+    else:
+        objects = default_objects(namespace_name=NAMESPACE, replicas=args.replicas)
+        for obj in objects:
+            if obj["kind"] == "Deployment":
+                obj["spec"]["template"]["spec"]["containers"][0]["args"] = vllm_args
+    sim = KubeSim(objects, hook=hook, start_delay=args.start_delay)
+    if args.fleet:
+        fleet.populate(sim.store)
+    return sim
+
+
+def _gpu_app(args: argparse.Namespace, sim: KubeSim) -> web.Application:
+    """The node's DCGM exporter; in a fleet, every other node's too (gpu_sim/fleet.py)."""
+    # The node's exporter maps each GPU to the pod the kubelet gave it (pods come and go).
+    pods = kube_pod_claims(sim, NAMESPACE, SELECTOR, "gpu-node-1")
+    gpus = fleet.GPUS_PER_NODE if args.fleet else 4  # the seed's node
+    app = gpu_exporter_app(Exporter("gpu-node-1", gpus, pods=pods, layout=args.dcgm_layout))
+    if args.fleet:
+        others = fleet.node_names()[1:]
+        gpu_fleet.mount(app, gpu_fleet.node_exporters(sim, others, gpus, args.dcgm_layout))
+    return app
+
+
 async def amain(args: argparse.Namespace) -> int:
     args.log_dir.mkdir(parents=True, exist_ok=True)
     if args.name_seed is not None:
@@ -85,12 +120,7 @@ async def amain(args: argparse.Namespace) -> int:
         kv_capacity_tokens=args.kv_capacity_tokens,
         tokens_per_second=args.tokens_per_second,
     )
-    objects = default_objects(namespace_name=NAMESPACE, replicas=args.replicas)
-    for obj in objects:
-        if obj["kind"] == "Deployment":
-            container = obj["spec"]["template"]["spec"]["containers"][0]
-            container["args"] = ["--model", "qwen", "--max-num-seqs", str(args.max_num_seqs)]
-    sim = KubeSim(objects, hook=hook, start_delay=args.start_delay)
+    sim = _cluster(args, hook)
 
     def restart_exited(namespace: str, pod: str, code: int) -> None:
         # A process that exits by itself is reason Error with its status; killed by a signal,
@@ -107,11 +137,9 @@ async def amain(args: argparse.Namespace) -> int:
     routes = [pod_fault_route(sim, NAMESPACE, SELECTOR)]
     runners = [await serve(sim, args.api_port, tls=tls, routes=routes)]
     runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
-    runners.append(await _site(metrics_app(sim, NAMESPACE), args.metrics_port))
-    # The node's exporter maps each GPU to the pod the kubelet gave it (pods come and go).
-    pods = kube_pod_claims(sim, NAMESPACE, SELECTOR, "gpu-node-1")
-    exporter = Exporter("gpu-node-1", 4, pods=pods, layout=args.dcgm_layout)  # seed: 4 GPUs
-    runners.append(await _site(gpu_exporter_app(exporter), args.gpu_port))
+    ksm = metrics_app(sim, NAMESPACE, selector=SELECTOR if args.fleet else "", fleet=args.fleet)
+    runners.append(await _site(ksm, args.metrics_port))
+    runners.append(await _site(_gpu_app(args, sim), args.gpu_port))
     if tls is not None and certificate is not None:  # the app and kubectl use HTTPS
         write_kubeconfig(
             args.kubeconfig, tls[0], sim.users, ca_file=certificate[0], namespace=NAMESPACE

@@ -10,7 +10,7 @@ carries `namespace`, `pod` and `uid`; `kube_pod_status_phase` has all five phase
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -19,17 +19,22 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from oncall.drill.kube_sim import KubeSim
-from oncall.drill.kube_sim.resources import NODES
+from oncall.drill.kube_sim.resources import NODES, PODS
+from oncall.drill.kube_sim.selectors import labels_match, parse_label_selector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 CONDITION_VALUES = ("true", "false", "unknown")
+PodFilter = Callable[[dict[str, Any]], bool]
 
 
 class ClusterStateCollector(Collector):
-    def __init__(self, sim: KubeSim, namespace: str) -> None:
+    """Pod series of the pods `select` accepts (node series too, with `nodes`)."""
+
+    def __init__(self, sim: KubeSim, select: PodFilter, *, nodes: bool = True) -> None:
         self.sim = sim
-        self.namespace = namespace
+        self.select = select
+        self.nodes = nodes
 
     def collect(self) -> Iterator[Metric]:
         pod_labels = ["namespace", "pod", "uid"]  # descPodLabelsDefaultLabels
@@ -53,10 +58,13 @@ class ClusterStateCollector(Collector):
             "The pods current phase.",
             labels=[*pod_labels, "phase"],
         )
-        for pod in self.sim.pods(self.namespace):
+        # The stored pods, read-only (a fleet has thousands: no copies).
+        for pod in self.sim.store.scan(PODS):
+            if not self.select(pod):
+                continue
             meta: dict[str, Any] = pod.get("metadata") or {}
             status: dict[str, Any] = pod.get("status") or {}
-            base = [self.namespace, str(meta.get("name")), str(meta.get("uid", ""))]
+            base = [str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", ""))]
             # One series per status of the Ready condition, 1 on the pod's (addConditionMetrics);
             # none while the pod has no Ready condition yet.
             for cond in status.get("conditions") or []:
@@ -77,7 +85,8 @@ class ClusterStateCollector(Collector):
                 if terminated and terminated.get("reason"):
                     last_reason.add_metric([*labels, str(terminated["reason"])], 1.0)
         yield from (restarts, last_reason, ready, phase)
-        yield from self._nodes()
+        if self.nodes:
+            yield from self._nodes()
 
     def _nodes(self) -> Iterator[Metric]:
         node_condition = GaugeMetricFamily(
@@ -94,13 +103,41 @@ class ClusterStateCollector(Collector):
         yield node_condition
 
 
-def metrics_app(sim: KubeSim, namespace: str) -> web.Application:
+def in_namespace(namespace: str, selector: str = "") -> PodFilter:
+    """The pods of one namespace (matching a label selector)."""
+    wanted = parse_label_selector(selector)
+    return lambda pod: (
+        pod["metadata"].get("namespace") == namespace
+        and labels_match(wanted, pod["metadata"].get("labels"))
+    )
+
+
+def metrics_app(
+    sim: KubeSim, namespace: str, *, selector: str = "", fleet: bool = False
+) -> web.Application:
+    """`/metrics`: the namespace's pods (those matching selector) and the nodes, rendered on each
+    scrape. With fleet, also `/metrics/fleet`: every other pod, re-rendered only after pods
+    changed (a 5,000-pod exposition takes the event loop for a while; Prometheus scrapes it
+    less often, as big clusters scrape kube-state-metrics)."""
+    select = in_namespace(namespace, selector)
     registry = CollectorRegistry()
-    registry.register(ClusterStateCollector(sim, namespace))
+    registry.register(ClusterStateCollector(sim, select))
 
     async def metrics(_request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE})
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
+    if fleet:
+        others = CollectorRegistry()
+        others.register(ClusterStateCollector(sim, lambda pod: not select(pod), nodes=False))
+        cache: dict[str, Any] = {"seen": -1, "body": b""}
+
+        async def fleet_metrics(_request: web.Request) -> web.Response:
+            seen = sim.store.changed(PODS)
+            if seen != cache["seen"]:
+                cache["seen"], cache["body"] = seen, generate_latest(others)
+            return web.Response(body=cache["body"], headers={"Content-Type": CONTENT_TYPE})
+
+        app.router.add_get("/metrics/fleet", fleet_metrics)
     return app

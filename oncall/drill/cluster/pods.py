@@ -77,6 +77,8 @@ class VllmPodHook:
     ready_timeout: float = 30.0
     grace: float = 3.0
     on_exit: ExitCallback | None = None
+    #: Run a process only for pods with these labels (the fleet's other pods run nothing).
+    only_labels: Mapping[str, str] | None = None
     pods: dict[str, RunningPod] = field(default_factory=dict)
     #: containerID -> the file its instance writes to
     logs: dict[str, Path] = field(default_factory=dict)
@@ -86,6 +88,9 @@ class VllmPodHook:
 
     async def started(self, pod: Mapping[str, Any]) -> Mapping[str, str] | None:
         meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if self.only_labels and any(labels.get(k) != v for k, v in self.only_labels.items()):
+            return None
         name, uid = str(meta.get("name", "pod")), str(meta.get("uid", ""))
         port = free_loopback_port()
         # Defaults first: the container's own args come after them and win.

@@ -104,6 +104,15 @@ def _set_condition(
     )
 
 
+def _complete(dep: Obj) -> bool:
+    """The status says the rollout finished (Progressing: NewReplicaSetAvailable)."""
+    status = dep.get("status") or {}
+    return status.get("observedGeneration") == dep["metadata"].get("generation", 1) and any(
+        c.get("type") == "Progressing" and c.get("reason") == "NewReplicaSetAvailable"
+        for c in status.get("conditions") or []
+    )
+
+
 class DeploymentController:
     """Reconciles Deployments into ReplicaSets and pods, and writes their status."""
 
@@ -112,19 +121,38 @@ class DeploymentController:
         self._events = events
         self._kubelet = kubelet
         self._progress: dict[str, tuple[tuple[int, ...], float]] = {}
+        self._seen: dict[str, tuple[str, int, int]] = {}
 
     def reconcile(self) -> None:
-        # One pass over the stored pods (not copied) groups the live ones by controller owner;
-        # each Deployment then copies only its own pods.
+        owned: dict[str, dict[str, list[Obj]]] = {}  # namespace -> owner uid -> pods
+        for dep in self._store.list(DEPLOYMENTS):
+            meta = dep["metadata"]
+            ns = meta["namespace"]
+            seen = (
+                meta["resourceVersion"],
+                self._store.changed(PODS, ns),
+                self._store.changed(REPLICASETS, ns),
+            )
+            # A complete rollout whose namespace nobody touched has nothing to do (a fleet has
+            # 20 of them over 5,000 pods); one in progress is looked at on every pass, for its
+            # progress deadline.
+            if self._seen.get(meta["uid"]) == seen and _complete(dep):
+                continue
+            self._seen[meta["uid"]] = seen
+            if ns not in owned:
+                owned[ns] = self._owned_pods(ns)
+            self._reconcile(dep, owned[ns])
+
+    def _owned_pods(self, namespace: str) -> dict[str, list[Obj]]:
+        """The namespace's live stored pods (not copied) by controller owner uid, in one pass."""
         owned: dict[str, list[Obj]] = {}
-        for pod in self._store.scan(PODS):
+        for pod in self._store.scan(PODS, namespace):
             if podstatus.is_terminating(pod):
                 continue
             for ref in pod["metadata"].get("ownerReferences") or ():
                 if ref.get("controller"):
                     owned.setdefault(str(ref.get("uid")), []).append(pod)
-        for dep in self._store.list(DEPLOYMENTS):
-            self._reconcile(dep, owned)
+        return owned
 
     def _replica_sets(self, dep: Obj) -> list[Obj]:
         ns, uid = dep["metadata"]["namespace"], dep["metadata"]["uid"]
@@ -190,7 +218,7 @@ class DeploymentController:
 
     def _delete_pod(self, rs: Obj | None, pod: Obj) -> None:
         grace = int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-        self._kubelet.begin_delete(pod, grace)
+        self._kubelet.begin_delete(copy.deepcopy(pod), grace)
         if rs is not None:
             self._events.record(
                 rs,
@@ -206,7 +234,8 @@ class DeploymentController:
         sets = self._replica_sets(dep)
         new_rs = self._new_replica_set(dep, sets, pod_hash)
         by_uid = {rs["metadata"]["uid"]: rs for rs in sets}
-        pods = {uid: [copy.deepcopy(p) for p in owned.get(uid, ())] for uid in by_uid}
+        # The stored pods themselves, read-only here (a delete copies the one it deletes).
+        pods = {uid: list(owned.get(uid, ())) for uid in by_uid}
         new_uid = new_rs["metadata"]["uid"]
         new_pods = pods[new_uid]
         old_pods = [p for uid, ps in pods.items() if uid != new_uid for p in ps]

@@ -82,6 +82,7 @@ class Kubelet:
         self._stops: dict[str, asyncio.Task[None]] = {}  # pod uid -> termination task
         self._hook_started: set[str] = set()  # uids whose hook.started ran without stopped
         self._next_ip = 10
+        self._seen = (-1, -1)  # the pods' and nodes' revisions the last reconcile pass saw
 
     @property
     def hook(self) -> PodHook:
@@ -93,6 +94,11 @@ class Kubelet:
     def reconcile(self) -> None:
         # Over the stored pods without copying them (a fleet holds thousands, nearly all settled);
         # only a pod that needs work is copied.
+        # Scheduling depends on the nodes too (a cleared taint lets a Pending pod in).
+        seen = (self._store.changed(PODS), self._store.changed(NODES))
+        if seen == self._seen:
+            return  # nothing changed since the last pass, and that pass started what it needed
+        self._seen = seen
         for stored in list(self._store.scan(PODS)):
             if not self._needs_work(stored):
                 continue

@@ -38,6 +38,7 @@ INCONSISTENT_CONTINUE = (
     "first chunk was returned and now may show up in the list."
 )
 EXPIRED_LIST = "The resourceVersion for the provided list is too old."
+_TYPE_KEYS = frozenset({"kind", "apiVersion"})
 _B64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
@@ -103,7 +104,9 @@ def _limit(query: Mapping[str, str]) -> int:
 def list_objects(
     store: Store, rt: ResourceType, namespace: str | None, query: Mapping[str, str]
 ) -> Obj:
-    """The List document a GET of a collection answers."""
+    """The List document a GET of a collection answers.
+
+    Its items share their insides with the store: serialize it before the next write."""
     label_selector, field_selector = query.get("labelSelector"), query.get("fieldSelector")
     keep = make_filter(label_selector, field_selector, allowed_field_selectors(rt))
     limit, token = _limit(query), query.get("continue") or ""
@@ -147,13 +150,10 @@ def list_objects(
         metadata["continue"] = encode_continue(name + "\x00", revision)
         if counted:
             metadata["remainingItemCount"] = remaining
-    page = []
-    for item in items:
-        copied = json.loads(json.dumps(item))
-        # List items carry no kind/apiVersion on the wire; the list does.
-        copied.pop("kind", None)
-        copied.pop("apiVersion", None)
-        page.append(copied)
+    # List items carry no kind/apiVersion on the wire; the list does. Shallow copies: the
+    # server serializes the page before anything else runs (a deep copy of 5,000 pods costs
+    # more than the request).
+    page = [{k: v for k, v in item.items() if k not in _TYPE_KEYS} for item in items]
     return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": metadata, "items": page}
 
 

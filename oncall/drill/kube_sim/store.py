@@ -73,6 +73,19 @@ class Store:
         self._sorted: dict[str, list[tuple[str, str]]] = {}
         #: The newest revision etcd has compacted away (continue tokens at or below it expire).
         self.compacted_revision = 0
+        # The revision of the last write per (resource, namespace) and per resource, so that
+        # the controllers can skip a pass over thousands of objects nobody changed.
+        self._changed: dict[tuple[str, str | None], int] = {}
+
+    def changed(self, rt: ResourceType, namespace: str | None = None) -> int:
+        """The revision of the last write to rt (in namespace, or anywhere); 0: none yet."""
+        return self._changed.get((rt.qualified, namespace), 0)
+
+    def _touch(self, rt: ResourceType, obj: Obj) -> str:
+        revision = self._next_rv()
+        ns = meta(obj).get("namespace") or ""
+        self._changed[(rt.qualified, ns)] = self._changed[(rt.qualified, None)] = self._revision
+        return revision
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -140,9 +153,13 @@ class Store:
     def exists(self, rt: ResourceType, namespace: str | None, name: str) -> bool:
         return (namespace or "", name) in self._table(rt)
 
-    def prepare_create(self, rt: ResourceType, obj: Obj, namespace: str | None) -> Obj:
-        """The object as a create would store it (generated name, uid, timestamps); not stored."""
-        new = copy.deepcopy(obj)
+    def prepare_create(
+        self, rt: ResourceType, obj: Obj, namespace: str | None, *, owned: bool = False
+    ) -> Obj:
+        """The object as a create would store it (generated name, uid, timestamps); not stored.
+
+        owned: obj is the caller's fresh object, handed over (no copy)."""
+        new = obj if owned else copy.deepcopy(obj)
         new["apiVersion"] = rt.api_version
         new["kind"] = rt.kind
         metadata = meta(new)
@@ -161,18 +178,23 @@ class Store:
             metadata["generation"] = 1
         return new
 
-    def create(self, rt: ResourceType, obj: Obj, namespace: str | None = None) -> Obj:
-        """Store a new object (AlreadyExists if the name is taken); returns a copy."""
+    def create(
+        self, rt: ResourceType, obj: Obj, namespace: str | None = None, *, owned: bool = False
+    ) -> Obj:
+        """Store a new object (AlreadyExists if the name is taken); returns a copy.
+
+        owned: obj is handed over and stored as it is (a seed of thousands of fresh objects);
+        the object stored is returned, not a copy: read it, do not change it."""
         ns = namespace if namespace is not None else meta(obj).get("namespace")
-        new = self.prepare_create(rt, obj, ns)
+        new = self.prepare_create(rt, obj, ns, owned=owned)
         key = (ns or "", str(meta(new)["name"]))
         if key in self._table(rt):
             raise already_exists(rt, key[1])
-        meta(new)["resourceVersion"] = self._next_rv()
+        meta(new)["resourceVersion"] = self._touch(rt, new)
         self._table(rt)[key] = new
         self._sorted.pop(rt.qualified, None)
         self._notify("ADDED", rt, new)
-        return copy.deepcopy(new)
+        return new if owned else copy.deepcopy(new)
 
     def replace(self, rt: ResourceType, obj: Obj) -> Obj:
         """Store a new version of an existing object, bumping its resourceVersion."""
@@ -181,7 +203,7 @@ class Store:
         key = (metadata.get("namespace") or "", str(metadata["name"]))
         if key not in self._table(rt):
             raise KeyError(key)
-        metadata["resourceVersion"] = self._next_rv()
+        metadata["resourceVersion"] = self._touch(rt, new)
         self._table(rt)[key] = new
         self._notify("MODIFIED", rt, new)
         return copy.deepcopy(new)
@@ -191,7 +213,7 @@ class Store:
         if removed is None:
             return None
         self._sorted.pop(rt.qualified, None)
-        meta(removed)["resourceVersion"] = self._next_rv()
+        meta(removed)["resourceVersion"] = self._touch(rt, removed)
         self._notify("DELETED", rt, removed)
         return copy.deepcopy(removed)
 

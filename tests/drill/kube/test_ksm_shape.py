@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from oncall.drill.cluster.ksm import ClusterStateCollector
+from oncall.drill.cluster.ksm import ClusterStateCollector, in_namespace
 from oncall.drill.kube_sim import KubeSim
 from tests.drill.kube.conftest import DELAY_S, NS, Cluster, StrictCheck, start_cluster, wait_until
 
@@ -34,7 +34,7 @@ def cluster(tmp_path: Path, strict: StrictCheck) -> Iterator[Cluster]:
 
 def scrape(cluster: Cluster) -> dict[str, list[Sample]]:
     registry = CollectorRegistry()
-    registry.register(ClusterStateCollector(cluster.sim, NS))
+    registry.register(ClusterStateCollector(cluster.sim, in_namespace(NS)))
     return samples(cluster.call(lambda: generate_latest(registry)).decode())
 
 
