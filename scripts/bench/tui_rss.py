@@ -10,6 +10,7 @@ import os
 import statistics
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from scripts.bench.tui_backends import closed_ports, write_config
 from scripts.bench.tui_common import HEIGHT, ONCALL, ROOT, SAMPLE_EVERY_S, WIDTH, child_argv
@@ -24,12 +25,28 @@ def slope_per_hour(samples: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in samples) / var * 3600 if var else float("nan")
 
 
+def soak_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
+    env["ONCALL_ALERTS__REFRESH"] = "1s"
+    return env
+
+
+def run_soak(config: Path, seconds: float, out: Path) -> None:
+    """The app headless against config for `seconds` (tui_child.child_soak), samples into out."""
+    subprocess.run(
+        child_argv("soak", str(config), "--out", str(out), "--seconds", str(seconds)),
+        check=True,
+        env=soak_env(),
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+        timeout=seconds + 120,
+    )
+
+
 def part_rss(
     directory: Path, prometheus: str, minutes: float, against: str, baseline_mb: float | None
 ) -> None:
     seconds = minutes * 60
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
-    env["ONCALL_ALERTS__REFRESH"] = "1s"
     drill = directory / "drill"
     config = drill / "oncall.yaml"
     if against == "prometheus":
@@ -40,14 +57,7 @@ def part_rss(
             up = [ONCALL, "drill", "up", "--dir", str(drill), "--for-scale", "0.05"]
             up += ["--scenario", "kv-cache-pressure"]
             subprocess.run(up, check=True, stdout=subprocess.DEVNULL, timeout=120, cwd=ROOT)
-        subprocess.run(
-            child_argv("soak", str(config), "--out", str(out), "--seconds", str(seconds)),
-            check=True,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            cwd=ROOT,
-            timeout=seconds + 120,
-        )
+        run_soak(config, seconds, out)
     finally:
         if against == "drill":
             subprocess.run(
@@ -57,12 +67,21 @@ def part_rss(
                 timeout=60,
             )
     rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    label = "a drill with kv-cache-pressure" if against == "drill" else "the bench prometheus"
+    summarize_soak(rows, minutes, label, baseline_mb)
+
+
+def summarize_soak(
+    rows: list[dict[str, Any]], minutes: float, label: str, baseline_mb: float | None
+) -> None:
+    """Print the soak's RSS: start, warm, end, max, growth in the second half."""
+    seconds = minutes * 60
     points = [(r["t"], r["rss_mb"]) for r in rows]
     after = [p for p in points if p[0] >= seconds / 2] or points
     start, warm, end = points[0][1], after[0][1], points[-1][1]
     print(
         f"RSS of the app (headless, {WIDTH}x{HEIGHT}), refresh 1 s, {minutes:g} min against "
-        f"{'a drill with kv-cache-pressure' if against == 'drill' else 'the bench prometheus'}"
+        f"{label}"
         f"; sample every {SAMPLE_EVERY_S:g} s"
     )
     print(

@@ -1,0 +1,188 @@
+"""Fleet scale (issue 15, acceptance 3), against `oncall drill up --fleet` (started here, or
+`--dir` of a running one): 5,000 pods over 50 nodes, 400 GPUs, 200 fleet rules.
+
+(a) the `kube.pods` probe for the vLLM selector (`app=vllm` in `ai`), through its public entry
+    point (`oncall.probes.registry`), warm: wall (target <= 0.3 s) and event-loop time (<= 50 ms;
+    `loop_time.LoopMeter`: the callbacks' summed time, and the longest one). Baselines in the same
+    run: a bare httpx GET of the same list with its JSON parsed, and the unbounded list of the
+    whole namespace (what a probe listing without a selector would pay).
+(b) a board refresh (`AlertEngine.refresh`, source `prometheus`) with the drill's rules and
+    thousands of instances: event-loop time (<= 50 ms). Baseline: a bare GET /api/v1/rules with
+    its JSON parsed.
+(c) the app's RSS, headless, after `--minutes` in fleet mode (<= 200 MB); baseline: the bare
+    app's RSS at start (tui_rss).
+
+    .venv/bin/python scripts/bench/fleet.py [--runs 10] [--minutes 10] [--dir DRILL_DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+# Run as a script: the checkout on the path for the shared `scripts.bench` helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from oncall.alerts.engine import AlertEngine
+from oncall.alerts.loader import load_rule_files
+from oncall.backends.prometheus import PrometheusClient
+from oncall.probes.context import ProbeContext
+from oncall.probes.registry import all_probes
+from oncall.settings.loader import load_settings
+from scripts.bench.checklist import kube_access
+from scripts.bench.loop_time import LoopMeter
+from scripts.bench.tui_rss import run_soak, summarize_soak
+
+ONCALL = str(Path(sys.executable).parent / "oncall")
+SELECTOR = "app=vllm"
+Row = tuple[str, float, float, float]  # name, median wall s, median loop s, max longest s
+
+
+async def measure(
+    name: str, runs: int, meter: LoopMeter, once: Callable[[], Awaitable[object]]
+) -> Row:
+    """Median wall and loop time, and the longest callback seen, over runs (after one warm-up)."""
+    await once()
+    walls, busy, longest = [], [], 0.0
+    for _ in range(runs):
+        meter.reset()
+        started = time.perf_counter()
+        await once()
+        walls.append(time.perf_counter() - started)
+        busy.append(meter.busy_s)
+        longest = max(longest, meter.longest_s)
+    return name, statistics.median(walls), statistics.median(busy), longest
+
+
+async def bench_pods(directory: Path, runs: int, meter: LoopMeter) -> tuple[list[Row], str]:
+    settings = load_settings(config=directory / "oncall.yaml").settings
+    probe = all_probes()["kube.pods"]
+    params = probe.params.model_validate({"selector": SELECTOR})
+    server, token = kube_access(directory)
+    ns = settings.kubernetes.namespace
+    verify: Any = str(directory / "tls" / "ca.crt") if server.startswith("https") else False
+    rows = []
+    async with ProbeContext(settings) as ctx:
+        cold = time.perf_counter()
+        facts = await probe.run(ctx, params)
+        cold_s = time.perf_counter() - cold
+
+        async def probe_once() -> object:
+            return await probe.run(ctx, params)
+
+        rows.append(await measure("kube.pods app=vllm (probe)", runs, meter, probe_once))
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=server, headers=headers, verify=verify) as http:
+
+        async def bare(query: dict[str, str]) -> object:
+            reply = await http.get(f"/api/v1/namespaces/{ns}/pods", params=query)
+            return reply.raise_for_status().json()
+
+        rows.append(
+            await measure(
+                "baseline: httpx GET + JSON", runs, meter, lambda: bare({"labelSelector": SELECTOR})
+            )
+        )
+        everything = await bare({})
+        rows.append(await measure(f"unbounded: all of {ns}", runs, meter, lambda: bare({})))
+    total = len(everything["items"]) if isinstance(everything, dict) else 0
+    note = (
+        f"{facts['count']} pods match of {total} in {ns!r}; first (cold) probe run {cold_s:.2f} s"
+    )
+    return rows, note
+
+
+async def bench_board(directory: Path, runs: int, meter: LoopMeter) -> tuple[list[Row], str]:
+    settings = load_settings(config=directory / "oncall.yaml").settings
+    url = str(settings.prometheus.url)
+    rules = load_rule_files([directory / "rules"], for_scale=settings.alerts.for_scale).rules
+    rows = []
+    async with httpx.AsyncClient(base_url=url, trust_env=False) as raw:
+
+        async def bare() -> object:
+            return (await raw.get("/api/v1/rules", params={"type": "alert"})).json()
+
+        rows.append(await measure("baseline: GET /api/v1/rules + JSON", runs, meter, bare))
+        body = await bare()
+    assert isinstance(body, dict)
+    deployed = [r for g in body["data"]["groups"] for r in g["rules"]]
+    instances = sum(len(r.get("alerts") or []) for r in deployed)
+    async with PrometheusClient(url, timeout=10) as prom:
+        engine = AlertEngine(prom, rules, source="prometheus")
+        rows.append(await measure("board refresh (AlertEngine)", runs, meter, engine.refresh))
+    return rows, f"{len(rules)} rules loaded, {len(deployed)} deployed, {instances} instances"
+
+
+def wait_instances(directory: Path, wanted: int, timeout: float) -> int:
+    """Poll Prometheus until `wanted` alert instances are active (or timeout); their count."""
+    settings = load_settings(config=directory / "oncall.yaml").settings
+    deadline, count = time.monotonic() + timeout, 0
+    with httpx.Client(base_url=str(settings.prometheus.url), trust_env=False) as client:
+        while time.monotonic() < deadline:
+            count = len(client.get("/api/v1/alerts").json()["data"]["alerts"])
+            if count >= wanted:
+                break
+            time.sleep(1)
+    return count
+
+
+def print_rows(title: str, rows: list[Row], note: str) -> None:
+    baseline = rows[1][1] if len(rows) > 1 and rows[0][0].startswith("kube") else rows[0][1]
+    print(title)
+    print(f"  {note}")
+    print(f"  {'':36} {'wall ms':>8} {'x base':>7} {'loop ms':>8} {'longest ms':>11}")
+    for name, wall, busy, longest in rows:
+        print(
+            f"  {name:36} {wall * 1000:8.1f} {wall / baseline:7.2f} {busy * 1000:8.1f} "
+            f"{longest * 1000:11.1f}"
+        )
+    print()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--minutes", type=float, default=10.0, help="RSS soak (0: skip)")
+    parser.add_argument("--dir", type=Path, help="a running `drill up --fleet` directory")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = args.dir or Path(tmp) / "drill"
+        if args.dir is None:
+            up = [ONCALL, "drill", "up", "--fleet", "--dir", str(directory), "--for-scale", "0.05"]
+            started = time.monotonic()
+            subprocess.run(up, check=True, stdout=subprocess.DEVNULL, timeout=180)
+            print(f"drill up --fleet in {time.monotonic() - started:.1f} s")
+        try:
+            print(f"{wait_instances(directory, 5000, 120)} alert instances active\n")
+            meter = LoopMeter()
+            with meter.installed():
+                pods, pods_note = asyncio.run(bench_pods(directory, args.runs, meter))
+                board, board_note = asyncio.run(bench_board(directory, args.runs, meter))
+            print(f"median of {args.runs} warm runs; loop = summed callback time; 2 shared cores")
+            print_rows("(a) kube.pods for the vLLM selector over the fleet", pods, pods_note)
+            print_rows("(b) board refresh", board, board_note)
+            if args.minutes > 0:
+                out = Path(tmp) / "soak.jsonl"
+                run_soak(directory / "oncall.yaml", args.minutes * 60, out)
+                rows = [json.loads(line) for line in out.read_text().splitlines() if line]
+                summarize_soak(rows, args.minutes, "a fleet drill (drill up --fleet)", None)
+        finally:
+            if args.dir is None:
+                down = [ONCALL, "drill", "down", "--dir", str(directory)]
+                subprocess.run(down, check=False, stdout=subprocess.DEVNULL, timeout=60)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
