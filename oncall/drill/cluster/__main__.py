@@ -35,6 +35,7 @@ from oncall.drill.netutil import LOOPBACK
 
 NAMESPACE = "ai"
 SELECTOR = "app=vllm"
+COMPACTION_S = 300.0
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -111,6 +112,17 @@ def _gpu_app(args: argparse.Namespace, sim: KubeSim) -> web.Application:
     return app
 
 
+async def _compact(sim: KubeSim, stop: asyncio.Event, every: float = COMPACTION_S) -> None:
+    # kube-apiserver's compactor (--etcd-compaction-interval, 5 m): each tick compacts to the
+    # revision the previous tick saw, so a continue token lives 5-10 minutes.
+    previous = int(sim.store.resource_version)
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+        sim.store.compact(previous)
+        previous = int(sim.store.resource_version)
+
+
 async def amain(args: argparse.Namespace) -> int:
     args.log_dir.mkdir(parents=True, exist_ok=True)
     if args.name_seed is not None:
@@ -152,10 +164,12 @@ async def amain(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     keeper = asyncio.create_task(_keep_file_sd(sim, args.file_sd, stop))
+    compactor = asyncio.create_task(_compact(sim, stop))
     try:
         await stop.wait()
     finally:
         await keeper
+        await compactor
         for runner in reversed(runners):
             await runner.cleanup()
         await hook.stop_all()
