@@ -132,10 +132,12 @@ def _warm_cache(ports: Ports) -> None:
     asyncio.run(warm())
 
 
-def write_app_config(directory: Path, ports: Ports, for_scale: float) -> Path:
+def write_app_config(
+    directory: Path, ports: Ports, for_scale: float, prometheus_timeout: str = "2s"
+) -> Path:
     settings = {
         "context": {"name": "drill", "production": False},
-        "prometheus": {"url": ports.url("prometheus"), "timeout": "2s"},
+        "prometheus": {"url": ports.url("prometheus"), "timeout": prometheus_timeout},
         "alertmanager": {"url": ports.url("alertmanager"), "timeout": "2s"},
         "kubernetes": {"kubeconfig": str(directory / "kubeconfig"), "namespace": "ai"},
         "redis": {"url": f"redis://{LOOPBACK}:{ports.redis}/0", "timeout": "1s"},
@@ -211,7 +213,9 @@ def up(options: UpOptions) -> DrillState:
         _warm_cache(ports)
         rate = scenario.load.rate if scenario else BASE_RATE
         _start(state, "loadgen", c.loadgen_argv(ports, rate, LOAD_SECONDS), 0)
-        write_app_config(directory, ports, options.for_scale)
+        # A fleet's /api/v1/rules (5,000 instances, ~2 MB) takes seconds on 2 busy cores.
+        timeout = "10s" if options.fleet else "2s"
+        write_app_config(directory, ports, options.for_scale, timeout)
         if scenario is not None:
             _apply(state, ports, scenario)
     except BaseException:

@@ -83,7 +83,9 @@ async def bench_pods(directory: Path, runs: int, meter: LoopMeter) -> tuple[list
 
         rows.append(await measure("kube.pods app=vllm (probe)", runs, meter, probe_once))
     headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=server, headers=headers, verify=verify) as http:
+    async with httpx.AsyncClient(
+        base_url=server, headers=headers, verify=verify, timeout=30
+    ) as http:
 
         async def bare(query: dict[str, str]) -> object:
             reply = await http.get(f"/api/v1/namespaces/{ns}/pods", params=query)
@@ -108,7 +110,7 @@ async def bench_board(directory: Path, runs: int, meter: LoopMeter) -> tuple[lis
     url = str(settings.prometheus.url)
     rules = load_rule_files([directory / "rules"], for_scale=settings.alerts.for_scale).rules
     rows = []
-    async with httpx.AsyncClient(base_url=url, trust_env=False) as raw:
+    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=30) as raw:
 
         async def bare() -> object:
             return (await raw.get("/api/v1/rules", params={"type": "alert"})).json()
@@ -128,7 +130,7 @@ def wait_instances(directory: Path, wanted: int, timeout: float) -> int:
     """Poll Prometheus until `wanted` alert instances are active (or timeout); their count."""
     settings = load_settings(config=directory / "oncall.yaml").settings
     deadline, count = time.monotonic() + timeout, 0
-    with httpx.Client(base_url=str(settings.prometheus.url), trust_env=False) as client:
+    with httpx.Client(base_url=str(settings.prometheus.url), trust_env=False, timeout=30) as client:
         while time.monotonic() < deadline:
             count = len(client.get("/api/v1/alerts").json()["data"]["alerts"])
             if count >= wanted:

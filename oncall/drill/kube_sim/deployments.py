@@ -65,7 +65,7 @@ def _owned_by(obj: Obj, uid: str) -> bool:
     return any(r.get("uid") == uid and r.get("controller") for r in refs)
 
 
-def _owner_ref(owner: Obj) -> dict[str, Any]:
+def owner_ref(owner: Obj) -> dict[str, Any]:
     return {
         "apiVersion": owner["apiVersion"],
         "kind": owner["kind"],
@@ -178,7 +178,7 @@ class DeploymentController:
                 "name": f"{dep['metadata']['name']}-{pod_hash}",
                 "labels": dict(template["metadata"]["labels"]),
                 "annotations": {REVISION: str(latest + 1)},
-                "ownerReferences": [_owner_ref(dep)],
+                "ownerReferences": [owner_ref(dep)],
             },
             "spec": {"replicas": 0, "selector": selector, "template": template},
             "status": {"replicas": 0},
@@ -200,7 +200,7 @@ class DeploymentController:
                 "name": f"{rs_name}-{random_suffix()}",
                 "generateName": f"{rs_name}-",
                 "labels": dict((template.get("metadata") or {}).get("labels") or {}),
-                "ownerReferences": [_owner_ref(rs)],
+                "ownerReferences": [owner_ref(rs)],
             },
             "spec": spec,
             "status": {"phase": "Pending", "qosClass": podstatus.qos_class(spec)},

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncall.drill.kube_sim import podstatus
-from oncall.drill.kube_sim.deployments import HASH_LABEL, REVISION, template_hash
+from oncall.drill.kube_sim.deployments import HASH_LABEL, REVISION, owner_ref, template_hash
 from oncall.drill.kube_sim.resources import DEPLOYMENTS, PODS, REPLICASETS
-from oncall.drill.kube_sim.seed import gpu_node, namespace, vllm_deployment, vllm_pdb
+from oncall.drill.kube_sim.seed import deployment, gpu_node, namespace, vllm_deployment, vllm_pdb
 from oncall.drill.kube_sim.store import Obj, Store
 
 NODES = 50
@@ -126,7 +126,7 @@ def _labels(w: Workload) -> dict[str, str]:
     }
 
 
-def deployment(w: Workload) -> Obj:
+def workload_deployment(w: Workload) -> Obj:
     selector = {"app.kubernetes.io/name": w.name, "app.kubernetes.io/instance": f"{w.name}-prod"}
     resources: dict[str, Any] = {
         "requests": {"cpu": "500m", "memory": w.memory},
@@ -135,51 +135,18 @@ def deployment(w: Workload) -> Obj:
     if w.gpus:
         resources["requests"]["nvidia.com/gpu"] = str(w.gpus)
         resources["limits"]["nvidia.com/gpu"] = str(w.gpus)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": w.name,
-            "namespace": w.namespace,
-            "labels": {**_labels(w), "app.kubernetes.io/managed-by": "Helm"},
-            "annotations": {"meta.helm.sh/release-name": f"{w.name}-prod"},
-        },
-        "spec": {
-            "replicas": w.replicas,
-            "selector": {"matchLabels": selector},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
-            },
-            "progressDeadlineSeconds": 600,
-            "revisionHistoryLimit": 10,
-            "template": {
-                "metadata": {"labels": _labels(w)},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": w.name,
-                            "image": w.image,
-                            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-                            "resources": resources,
-                        }
-                    ],
-                    "terminationGracePeriodSeconds": 30,
-                },
-            },
-        },
+    container = {
+        "name": w.name,
+        "image": w.image,
+        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+        "resources": resources,
     }
-
-
-def _owner(obj: Obj) -> dict[str, Any]:
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": obj["metadata"]["name"],
-        "uid": obj["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    dep = deployment(
+        w.name, w.namespace, container, labels=_labels(w), selector=selector, replicas=w.replicas
+    )
+    dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "Helm"
+    dep["metadata"]["annotations"] = {"meta.helm.sh/release-name": f"{w.name}-prod"}
+    return dep
 
 
 def _placements() -> Iterator[str]:
@@ -216,7 +183,7 @@ def _pod(rs: Obj, w: Workload, *, node: str, ip: str, rng: random.Random, health
             "generateName": f"{rs['metadata']['name']}-",
             "namespace": w.namespace,
             "labels": dict(template["metadata"]["labels"]),
-            "ownerReferences": [_owner(rs)],
+            "ownerReferences": [owner_ref(rs)],
         },
         "spec": spec,
         "status": {"phase": "Pending", "qosClass": podstatus.qos_class(spec)},
@@ -225,20 +192,21 @@ def _pod(rs: Obj, w: Workload, *, node: str, ip: str, rng: random.Random, health
     podstatus.mark_running(pod, f"10.0.0.{node.rpartition('-')[2]}", ip)
     container = pod["status"]["containerStatuses"][0]
     if health == "oom":
-        container["restartCount"] = 1 + rng.randrange(3)
-        container["lastState"] = {
-            "terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": None,
-                           "finishedAt": None, "containerID": container["containerID"]}
-        }  # fmt: skip
+        _terminated_before(container, 137, "OOMKilled", 1 + rng.randrange(3))
     if health == "restarting":
-        container["restartCount"] = 4 + rng.randrange(20)
-        container["lastState"] = {
-            "terminated": {"exitCode": 1, "reason": "Error", "startedAt": None,
-                           "finishedAt": None, "containerID": container["containerID"]}
-        }  # fmt: skip
+        _terminated_before(container, 1, "Error", 4 + rng.randrange(20))
     if health != "not-ready":
         podstatus.mark_ready(pod)
     return pod
+
+
+def _terminated_before(container: dict[str, Any], code: int, reason: str, restarts: int) -> None:
+    """The container restarted `restarts` times, last after exiting `code` (`reason`)."""
+    container["restartCount"] = restarts
+    container["lastState"] = {
+        "terminated": {"exitCode": code, "reason": reason, "startedAt": None,
+                       "finishedAt": None, "containerID": container["containerID"]}
+    }  # fmt: skip
 
 
 def _health(w: Workload, i: int) -> str:
@@ -260,7 +228,7 @@ def populate(store: Store, *, seed: int = 15) -> int:
     nodes = _placements()
     created = 0
     for index, w in enumerate(WORKLOADS):
-        dep = store.create(DEPLOYMENTS, deployment(w), w.namespace, owned=True)
+        dep = store.create(DEPLOYMENTS, workload_deployment(w), w.namespace, owned=True)
         pod_hash = template_hash(dep["spec"]["template"])
         template = dict(dep["spec"]["template"])
         template["metadata"] = {"labels": {**template["metadata"]["labels"], HASH_LABEL: pod_hash}}
@@ -271,7 +239,7 @@ def populate(store: Store, *, seed: int = 15) -> int:
                     "name": f"{w.name}-{pod_hash}",
                     "labels": dict(template["metadata"]["labels"]),
                     "annotations": {REVISION: "1"},
-                    "ownerReferences": [_owner(dep)],
+                    "ownerReferences": [owner_ref(dep)],
                 },
                 "spec": {
                     "replicas": w.replicas,

@@ -318,6 +318,8 @@ class Kubelet:
         stops = list(self._stops.values())
         if stops:
             await asyncio.wait(stops, timeout=SHUTDOWN_TIMEOUT_S)
-        for pod in self._store.list(PODS):
-            await self._stop_hook(pod)
+        # Only the pods whose hook started (not a copy of every pod of a 5,000-pod fleet).
+        started = [p for p in self._store.scan(PODS) if p["metadata"]["uid"] in self._hook_started]
+        for pod in started:
+            await self._stop_hook(copy.deepcopy(pod))
         self._hook_started.clear()

@@ -62,42 +62,31 @@ def _invalid(path: str, value: str, detail: str) -> str:
     return f"{path}: Invalid value: {_go_quote(value)}: {detail}"
 
 
+def _errors(text: str, most: int, pattern: re.Pattern[str], message: str, part: str) -> list[str]:
+    """Too long and/or not matching, with `part` ("name part ", "") before the length rule."""
+    errs = [f"{part}must be no more than {most} characters"] if len(text) > most else []
+    return errs + ([] if pattern.match(text) else [message])
+
+
 def qualified_name_errors(key: str) -> list[str]:
     """validation.IsQualifiedName."""
     parts = key.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            return ["prefix part must be non-empty"]
-        errs = []
-        if len(prefix) > 253:
-            errs.append("prefix part must be no more than 253 characters")
-        if not _DNS1123_RE.match(prefix):
-            errs.append(_PREFIX_MSG)
-        if errs:
-            return errs
-    else:
+    if len(parts) > 2:
         return [_QUALIFIED_MSG]
+    name = parts[-1]
+    if len(parts) == 2:
+        if not parts[0]:
+            return ["prefix part must be non-empty"]
+        if errs := _errors(parts[0], 253, _DNS1123_RE, _PREFIX_MSG, "prefix part "):
+            return errs
     if not name:
         return ["name part must be non-empty"]
-    errs = []
-    if len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _NAME_RE.match(name):
-        errs.append(_NAME_MSG)
-    return errs
+    return _errors(name, 63, _NAME_RE, _NAME_MSG, "name part ")
 
 
 def label_value_errors(value: str) -> list[str]:
     """validation.IsValidLabelValue."""
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _VALUE_RE.match(value):
-        errs.append(_VALUE_MSG)
-    return errs
+    return _errors(value, 63, _VALUE_RE, _VALUE_MSG, "")
 
 
 def lex(text: str) -> list[tuple[str, str]]:

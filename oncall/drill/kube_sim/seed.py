@@ -108,6 +108,32 @@ def gpu_node(name: str = "gpu-node-1", *, gpus: int = 4, ip: str = "10.0.3.17") 
     }
 
 
+def deployment(
+    name: str, namespace: str, container: dict[str, Any], *, labels: dict[str, str],
+    selector: dict[str, str], replicas: int,
+) -> Obj:  # fmt: skip
+    """An apps/v1 Deployment with one container, rolling updates at 25% / 25%."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": dict(selector)},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+            },
+            "progressDeadlineSeconds": 600,
+            "revisionHistoryLimit": 10,
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {"containers": [container], "terminationGracePeriodSeconds": 30},
+            },
+        },
+    }
+
+
 def vllm_deployment(
     *,
     name: str = "vllm",
@@ -122,36 +148,14 @@ def vllm_deployment(
         "limits": {"nvidia.com/gpu": "1", "memory": "64Gi"},
         "requests": {"nvidia.com/gpu": "1", "memory": "64Gi"},
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": dict(labels)},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
-            },
-            "progressDeadlineSeconds": 600,
-            "revisionHistoryLimit": 10,
-            "template": {
-                "metadata": {"labels": dict(labels)},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "vllm",
-                            "image": image,
-                            "args": ["--model", model, "--max-num-seqs", str(max_num_seqs)],
-                            "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
-                            "resources": resources,
-                        }
-                    ],
-                    "terminationGracePeriodSeconds": 30,
-                },
-            },
-        },
+    container = {
+        "name": "vllm",
+        "image": image,
+        "args": ["--model", model, "--max-num-seqs", str(max_num_seqs)],
+        "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
+        "resources": resources,
     }
+    return deployment(name, namespace, container, labels=labels, selector=labels, replicas=replicas)
 
 
 def vllm_pdb(*, name: str = "vllm", namespace: str = "ai") -> Obj:
