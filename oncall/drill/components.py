@@ -87,6 +87,7 @@ def cluster_argv(
     directory: Path,
     replicas: int,
     layout: Layout | None = None,
+    *,
     name_seed: int | None = None,
     fleet: bool = False,
 ) -> list[str]:

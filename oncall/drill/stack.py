@@ -195,7 +195,12 @@ def up(options: UpOptions) -> DrillState:
     try:
         _start(state, "redis", c.redis_argv(ports, directory / "redis"), ports.redis)
         cluster = c.cluster_argv(
-            ports, directory, options.replicas, layout, options.name_seed, options.fleet
+            ports,
+            directory,
+            options.replicas,
+            layout,
+            name_seed=options.name_seed,
+            fleet=options.fleet,
         )
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)
