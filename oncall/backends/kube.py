@@ -18,8 +18,9 @@ the list once. A list that would pass the bound is "too large", never cut silent
 
 Failures are `BackendError("kubernetes", target, reason)` with reason "refused", "timeout",
 "unreachable", "disconnected", "tls", "config", "bad payload", "too large", "not found" (a
-Status NotFound) or "http <code>" (a 403 carries the server's message naming the verb and
-resource); `http_status` is set for HTTP errors. The target reads "CONTEXT (https://SERVER)".
+Status NotFound), "auth" (401/403, as for every backend: a 403 carries the server's message
+naming the verb and resource) or "http <code>"; `http_status` is set for HTTP errors. The
+target reads "CONTEXT (https://SERVER)".
 
 `rollout_status_of` (`kubectl rollout status`'s rule) and `pod_ready` are pure readings of that
 JSON; the writer (`oncall.backends.kube_write`) waits on them.
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 from urllib.parse import quote
 
+from oncall.backends.http import status_reason
 from oncall.backends.kube_http import BACKEND, KubeHttp
 from oncall.errors import BackendError
 from oncall.settings.model import KubernetesSettings
@@ -172,7 +174,7 @@ class KubeReader:
         reason, message = _status_message(body)
         if status == 404 and reason == "NotFound":
             return self._error("not found", message, status)
-        return self._error(f"http {status}", message, status)
+        return self._error(status_reason(status), message, status)
 
     async def _raw(self, method: str, path: str, **kwargs: Any) -> bytes:
         response = await self._http.send(method, path, **kwargs)

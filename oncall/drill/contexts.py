@@ -29,7 +29,7 @@ NAME_SEED = 18
 INDEX = "contexts.json"
 #: The sections of a stack's oncall.yaml that are its own cluster's (settings' per-context
 #: sections; the drill does not import the settings, an import-linter contract).
-PER_CONTEXT = ("prometheus", "kubernetes", "redis", "vllm", "gpu")
+PER_CONTEXT = ("prometheus", "alertmanager", "kubernetes", "redis", "vllm", "gpu")
 
 
 def context_names(directory: Path) -> list[str] | None:

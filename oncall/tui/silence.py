@@ -21,7 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from oncall.model.action_params import NOTE_MAX_CHARS
-from oncall.model.alerts import AlertInstance, RuleStatus
+from oncall.model.alerts import AlertInstance, RuleStatus, split_key
 from oncall.model.checklist_events import Proposal
 from oncall.model.write_path import RemediationResult
 from oncall.service.remediation import AlertContext
@@ -179,15 +179,20 @@ def open_silence(app: OncallApp, alert: str, instance: AlertInstance | None = No
     status = app.book.statuses.get(alert)
     chosen = instance if instance is not None else silence_target(alert, status)
 
+    # `alert` is the board's key (`eu/ALERT` with several contexts): the runner takes the
+    # context from it; Alertmanager's `alertname` is the rule's name alone.
+    name = split_key(alert)[1]
+
     def then(request: SilenceRequest | None) -> None:
         if request is not None:
             start_action(app, app.remediation_runner, request.proposal, _context(app, alert),
                          done=_after(app))  # fmt: skip
 
-    app.push_screen(SilenceScreen(alert, prefill(alert, status, chosen)), then)
+    app.push_screen(SilenceScreen(alert, prefill(name, status, chosen)), then)
 
 
 def acknowledge(app: OncallApp, alert: str) -> None:
     """`a`: acknowledge `alert` team-wide — its preview in the confirm modal, then Yes."""
-    start_action(app, app.remediation_runner, ack_proposal(alert), _context(app, alert),
+    proposal = ack_proposal(split_key(alert)[1])  # the rule's name; the context from the key
+    start_action(app, app.remediation_runner, proposal, _context(app, alert),
                  done=_after(app))  # fmt: skip

@@ -147,3 +147,28 @@ async def test_production_needs_the_context_in_the_typed_word(word: str) -> None
         assert "in context us (production) · kube context kind-us" in preview
         assert "us/vllm" in str(screen.query_one("#confirm-prompt", Static).render())
         assert screen.query_one("#yes", Button).disabled is (word != "us/vllm")
+
+
+async def test_silence_on_a_context_row_matches_the_rule_name_not_the_board_key() -> None:
+    """The board knows `us/AIServiceUnavailable`; Alertmanager knows `AIServiceUnavailable`:
+    `s` pre-fills the rule's own name (the context goes with the runner, not the matcher)."""
+    from textual.widgets import DataTable, Input
+
+    from oncall.tui.silence import SilenceScreen
+
+    app, _ = contexts_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: settled(app), "every context refreshed")
+        table = app.board.query_one("#alerts", DataTable)
+        keys = [key for key, _ in app.board.rows()]
+        table.move_cursor(row=keys.index("us/AIServiceUnavailable"))
+        await pilot.pause()
+        assert app.board.selected_alert() == "us/AIServiceUnavailable"
+        # No single instance to pre-fill from: the matchers come from the rule itself.
+        key = "us/AIServiceUnavailable"
+        app.book.statuses[key] = dataclasses.replace(app.book.statuses[key], instances=())
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, SilenceScreen), "the silence modal")
+        matchers = app.screen.query_one("#silence-matchers", Input).value
+        assert 'alertname="AIServiceUnavailable"' in matchers, matchers
+        assert "us/" not in matchers, matchers

@@ -79,6 +79,31 @@ def test_a_context_inherits_what_it_does_not_set_section_by_section(config_dir: 
     assert (us.context.name, us.context.production, us.selected_context) == ("us", True, "us")
 
 
+def test_alertmanager_is_per_context_and_inherited(config_dir: Path) -> None:
+    """Issue 18 with issue 14's section: a context sets its own Alertmanager or inherits the
+    top-level one (timeout and token included); a context never asks another's."""
+    path = config_dir / "oncall.yaml"
+    text = (
+        path.read_text()
+        .replace(
+            "redis:\n  url: redis://127.0.0.1:6379/0\n",
+            "redis:\n  url: redis://127.0.0.1:6379/0\n"
+            "alertmanager:\n  url: http://127.0.0.1:9093\n  timeout: 4s\n",
+            1,
+        )
+        .replace(
+            "    kubernetes:\n      context: kind-us\n",
+            "    kubernetes:\n      context: kind-us\n    alertmanager:\n      url: http://127.0.0.1:19093\n",
+        )
+    )
+    path.write_text(text)
+    settings = load_settings(cwd=config_dir, environ={}).settings
+    assert "alertmanager" in per_context()
+    eu, us = settings.for_context("eu"), settings.for_context("us")
+    assert (eu.alertmanager.url, eu.alertmanager.timeout) == ("http://127.0.0.1:9093", 4.0)
+    assert (us.alertmanager.url, us.alertmanager.timeout) == ("http://127.0.0.1:19093", 4.0)
+
+
 def test_every_per_context_section_the_settings_have_is_in_an_entry(config_dir: Path) -> None:
     entry = load_settings(cwd=config_dir, environ={}).settings.contexts["eu"]
     assert {"prometheus", "kubernetes", "redis", "vllm", "gpu", "degradation"} <= set(per_context())

@@ -28,7 +28,7 @@ from oncall.model.checklist_events import StepResult
 from oncall.settings import Settings
 from oncall.settings.loader import load_settings
 from oncall.tui.app import OncallApp
-from oncall.tui.board import COLUMNS
+from oncall.tui.board import columns
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.help import HelpScreen
 from oncall.tui.incident import IncidentScreen
@@ -125,7 +125,8 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
             assert app.book.statuses[us_key].state == "inactive"
             # The all-contexts board: a Context column, firing rows first across both.
             keys = [key for key, _ in app.board.columns]
-            assert keys[:2] == ["state", "context"] and len(keys) == len(COLUMNS) + 1
+            assert keys[:2] == ["state", "context"] and len(keys) == len(columns(app.settings)) + 1
+            assert "routing" in keys  # each context's own Alertmanager (the drill has one each)
             rows = app.board.rows()
             cells = {key: dict(zip(keys, row, strict=True)) for key, row in rows}
             assert cells[eu_key]["context"][0] == "eu"

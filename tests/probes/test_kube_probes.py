@@ -360,7 +360,7 @@ async def test_read_only_user_reads_everything(cluster: Cluster) -> None:
     assert (await run(settings, "kube.nodes"))["count"] == 1
 
 
-async def test_forbidden_list_is_http_403_with_the_servers_message(tmp_path: Path) -> None:
+async def test_forbidden_list_is_auth_with_the_servers_message(tmp_path: Path) -> None:
     getter = User("system:serviceaccount:ai:getter", "getter-token", frozenset({"get"}))
     sim = KubeSim(users=Users(read_only=getter), start_delay=0.02, resync=0.1)
     with SimulatorThread(sim) as server:
@@ -369,7 +369,7 @@ async def test_forbidden_list_is_http_403_with_the_servers_message(tmp_path: Pat
         with pytest.raises(BackendError) as err:
             await run(settings, "kube.pods", selector="app=vllm")
         assert err.value.backend == "kubernetes"
-        assert err.value.reason == "http 403"
+        assert err.value.reason == "auth"
         assert err.value.detail == (
             'pods is forbidden: User "system:serviceaccount:ai:getter" cannot list resource '
             '"pods" in API group "" in the namespace "ai"'
@@ -377,7 +377,7 @@ async def test_forbidden_list_is_http_403_with_the_servers_message(tmp_path: Pat
         assert (await run(settings, "kube.deployment", name="vllm"))["name"] == "vllm"
         with pytest.raises(BackendError) as err:
             await run(settings, "kube.nodes")
-        assert err.value.reason == "http 403"
+        assert err.value.reason == "auth"
         assert 'cannot list resource "nodes"' in err.value.detail
         assert "at the cluster scope" in err.value.detail
 

@@ -159,7 +159,7 @@ def test_ctrl_c_during_verification_leaves_a_record_and_no_traceback(
     config, audit = _config(tmp_path, drill, redis_url, prometheus={"url": prometheus_srv.url})
     code, output = _typed_ahead(
         ["--config", str(config), "remediate", "set-degradation-level", "2"], b"",
-        answer=f"{WORD}\n".encode(), interrupt_at=b"verifying",
+        answer=f"{WORD}\n".encode(), interrupt_at=b"waiting for the gateway",
     )  # fmt: skip
     assert code == 130, output
     assert "oncall: interrupted" in output and "Traceback" not in output, output

@@ -85,7 +85,7 @@ async def test_bearer_token_over_https(https: Https, tmp_path: Path) -> None:
 
 async def test_a_wrong_token_is_a_401(https: Https, tmp_path: Path) -> None:
     error = await _error(write_config(tmp_path / "kc", https.config(token="not-a-token")))
-    assert (error.reason, error.http_status) == ("http 401", 401)
+    assert (error.reason, error.http_status) == ("auth", 401)
 
 
 async def test_token_file_is_relative_to_the_kubeconfig_and_re_read(
@@ -275,7 +275,7 @@ async def test_exec_plugin_client_certificate(
               "clientKeyData": issued.private_key_pem.bytes().decode()}  # fmt: skip
     doc = _mtls_config(https, mtls, exec=_plugin(tmp_path, status))
     error = await _error(write_config(tmp_path / "kubeconfig", doc))
-    assert (error.reason, error.http_status) == ("http 401", 401)
+    assert (error.reason, error.http_status) == ("auth", 401)
 
 
 async def test_bad_certificate_data_is_a_located_error(https: Https, tmp_path: Path) -> None:
