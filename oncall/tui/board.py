@@ -53,8 +53,11 @@ ROUTING_COLUMN = ("routing", "Alertmanager")
 
 
 def columns(settings: Settings) -> tuple[tuple[str, str], ...]:
-    """The board's columns: the routing column only when an Alertmanager is configured."""
-    if settings.alertmanager.url is None:
+    """The board's columns: the routing column only when an Alertmanager is configured (at
+    the top level or in any context: each context asks its own)."""
+    urls = [settings.alertmanager.url]
+    urls += [entry.alertmanager.url for entry in settings.contexts.values()]
+    if all(url is None for url in urls):
         return COLUMNS
     at = [key for key, _ in COLUMNS].index("findings") + 1
     return (*COLUMNS[:at], ROUTING_COLUMN, *COLUMNS[at:])
