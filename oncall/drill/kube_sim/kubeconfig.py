@@ -75,10 +75,14 @@ def kubeconfig(
 def write_kubeconfig(
     path: Path, port: int, users: Users, *, ca_file: Path | None = None, **options: str
 ) -> Path:
-    """Write the kubeconfig (mode 0600: it holds bearer tokens) and return its path."""
+    """Write the kubeconfig (mode 0600: it holds bearer tokens) and return its path. Written
+    to a temporary file and renamed, so that a reader that sees the file sees all of it (a
+    client started alongside the simulator read an empty file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(kubeconfig(port, users, ca_file=ca_file, **options), sort_keys=False)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
+    partial.replace(path)
     return path
