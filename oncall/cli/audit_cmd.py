@@ -21,6 +21,7 @@ The log is read through `oncall.service.audit_view.LiveAudit`, as the app's audi
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -28,7 +29,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, UsageError
-from oncall.model.action_params import ACTION_PARAMS
 
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditQuery, LiveAudit, LogLine
@@ -37,7 +37,16 @@ TABLE_WIDTHS = {"TARGET": 40, "ALERT": 28, "OUTCOME": 40}
 
 
 def register(commands: Any, global_options: Callable[..., None]) -> None:
-    audit = commands.add_parser("audit", help="list, show, verify and export the audit log")
+    # `--action`'s choices are the registry's names (pydantic models): the sub-parsers are
+    # built only when `audit` is the command (oncall/cli/lazy_parser.py).
+    commands.add_parser(
+        "audit",
+        help="list, show, verify and export the audit log",
+        populate=functools.partial(_populate, global_options=global_options),
+    )
+
+
+def _populate(audit: argparse.ArgumentParser, global_options: Callable[..., None]) -> None:
     sub = audit.add_subparsers(dest="audit_command", metavar="SUBCOMMAND")
 
     listing = sub.add_parser("list", help="the records, oldest first (filters combine)")
@@ -79,6 +88,8 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
+    from oncall.model.action_params import ACTION_PARAMS
+
     parser.add_argument("--since", metavar="DUR|TIME", help="e.g. 1h, 2d or 2025-06-01T12:00Z")
     parser.add_argument("--actor", metavar="USER", help="user name contains this")
     parser.add_argument("--action", choices=tuple(ACTION_PARAMS), help="this remediation only")

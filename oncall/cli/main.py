@@ -22,6 +22,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from oncall import __version__
+from oncall.cli.lazy_parser import LazyParser
 from oncall.errors import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
@@ -90,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"oncall {__version__}")
     _global_options(parser, suppress=False)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Each command's parser is a LazyParser: `remediate` and `audit` build their sub-parsers
+    # only when named (their choices come from the actions' pydantic models).
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=LazyParser)
 
     config = commands.add_parser("config", help="inspect the effective settings")
     config_commands = config.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
@@ -247,10 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    # Before the parser: the remediate and audit commands derive their options from the
+    # Before the parser: `remediate` and `audit`, when named, derive their options from the
     # actions' pydantic models, and the first model built would otherwise scan every installed
-    # distribution's entry points for pydantic plugins (oncall uses none): ~40 ms of every
-    # start, the app's first frame included (scripts/bench/tui.py).
+    # distribution's entry points for pydantic plugins (oncall uses none): ~40 ms.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)

@@ -19,27 +19,36 @@ backend could not be reached while planning.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
+import functools
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oncall.errors import EXIT_FOUND, EXIT_OK
-from oncall.model.action_params import ACTION_PARAMS, ActionParams, ascii_int
-from oncall.model.write_path import GuardVerdict, Preview, render_preview
 
-#: Every action `oncall remediate` runs, by name (the registry's: oncall/model/action_params.py).
-ACTIONS = tuple(ACTION_PARAMS)
+if TYPE_CHECKING:
+    from oncall.model.action_params import ActionParams
+    from oncall.model.write_path import GuardVerdict, Preview
+
 #: `new_action_id()` makes 12 hex digits; a little latitude for ids of older logs.
 ACTION_ID = re.compile(r"[0-9a-f]{6,32}")
 
 
 def register(commands: Any, global_options: Callable[..., None]) -> None:
-    parser = commands.add_parser(
-        "remediate", help="preview, confirm (typed, on a terminal) and run one remediation"
+    # The actions' sub-parsers come from their pydantic models: built only when `remediate`
+    # is the command (oncall/cli/lazy_parser.py), not on every start.
+    commands.add_parser(
+        "remediate",
+        help="preview, confirm (typed, on a terminal) and run one remediation",
+        populate=functools.partial(_populate, global_options=global_options),
     )
+
+
+def _populate(parser: argparse.ArgumentParser, global_options: Callable[..., None]) -> None:
+    from oncall.model.action_params import ACTION_PARAMS
+
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     runs = [_action_parser(sub, name, model) for name, model in ACTION_PARAMS.items()]
     rollback = sub.add_parser("rollback", help="undo a verified action (level, max-num-seqs)")
@@ -87,6 +96,8 @@ def _action_parser(sub: Any, name: str, model: type[ActionParams]) -> Any:
 
 def _int_argument(text: str) -> int:
     # argparse's int() reads any Unicode digit ("٣" → 3): ASCII digits only, a usage error else.
+    from oncall.model.action_params import ascii_int
+
     try:
         return ascii_int(text)
     except ValueError as exc:
@@ -115,6 +126,8 @@ def _bounds(metadata: list[Any]) -> tuple[int | None, int | None]:
 
 
 def params_of(args: argparse.Namespace) -> dict[str, Any]:
+    from oncall.model.action_params import ACTION_PARAMS
+
     fields = ACTION_PARAMS[args.action].model_fields
     return {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
 
@@ -128,6 +141,8 @@ def _is_terminal(stream: Any) -> bool:
 
 
 def terminal_verdict() -> GuardVerdict:
+    from oncall.model.write_path import GuardVerdict
+
     if _is_terminal(sys.stdin) and _is_terminal(sys.stdout):
         return GuardVerdict("terminal", True, "a person can answer on this terminal", {})
     return GuardVerdict(
@@ -157,6 +172,8 @@ async def ask_typed(word: str) -> bool:
         if word != "yes"
         else "Type yes to confirm, anything else to cancel: "
     )
+    import asyncio
+
     flush_type_ahead()
     try:
         answer = await asyncio.to_thread(input, prompt)
@@ -180,11 +197,14 @@ def _settings_and_read_only(args: argparse.Namespace) -> tuple[Any, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     settings, read_only = _settings_and_read_only(args)
     return asyncio.run(_run(settings, args, read_only))
 
 
 async def _run(settings: Any, args: argparse.Namespace, read_only: bool) -> int:
+    from oncall.model.write_path import render_preview
     from oncall.service.remediation import open_remediator
 
     async with open_remediator(settings, read_only_flag=read_only) as r:
@@ -223,6 +243,8 @@ async def _run(settings: Any, args: argparse.Namespace, read_only: bool) -> int:
 
 
 def run_approve(args: argparse.Namespace) -> int:
+    import asyncio
+
     settings, read_only = _settings_and_read_only(args)
     return asyncio.run(_approve(settings, args, read_only))
 

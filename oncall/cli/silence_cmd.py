@@ -16,7 +16,6 @@ asked.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable
@@ -56,6 +55,8 @@ def _run_action(args: argparse.Namespace) -> int:
 
 
 def _run_list(args: argparse.Namespace) -> int:
+    import asyncio
+
     from oncall.cli.config_cmd import load_from_args
     from oncall.service.silences import list_silences
 
