@@ -20,7 +20,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oncall.cli.config_cmd import load_from_args
 from oncall.errors import (
@@ -31,11 +31,13 @@ from oncall.errors import (
     OncallError,
     UsageError,
 )
-from oncall.model.chart import ChartData, plain, render
 from oncall.model.checklist_events import StepResult, findings_line
 from oncall.service.alerts import alert_engine
 from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
 from oncall.settings import Settings
+
+if TYPE_CHECKING:
+    from oncall.model.chart import ChartData
 
 #: An alert name as Prometheus's rule files allow it (a metric name); it becomes a file name.
 ALERT_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]{0,199}")
@@ -175,6 +177,8 @@ def _chart_text(charts: list[ChartData]) -> str:
     """The charts as the incident screen draws them, for the terminal's width (≤ 120)."""
     import os
     import shutil
+
+    from oncall.model.chart import plain, render
 
     width = min(120, shutil.get_terminal_size((100, 30)).columns)
     compact = "NO_COLOR" in os.environ or width < 60
