@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oncall.errors import ConfigError
-from oncall.settings import FlagValue, load_settings
+from oncall.settings import FlagValue, load_settings, yaml_marks
 from oncall.settings.durations import format_duration, parse_duration
 from oncall.settings.yaml_marks import YamlLimits, current_limits, set_limits
 
@@ -143,3 +143,47 @@ def test_huge_and_non_finite_durations_are_located_errors(tmp_path: Path, value:
     (problem,) = _problems(tmp_path, f"redis:\n  timeout: '{value}'\n")
     assert problem.startswith("oncall.yaml:2:12: redis.timeout: invalid duration")
     assert len(problem) < 200  # the value is shortened, not echoed in full
+
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+SHIPPED_YAML = sorted(
+    p for folder in ("alerts", "runbooks", "fixtures", "examples") if (CHECKOUT / folder).is_dir()
+    for p in (CHECKOUT / folder).rglob("*.y*ml")
+)  # fmt: skip
+
+
+def _read_with(path: Path, *, libyaml: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
+    with monkeypatch.context() as patch:
+        patch.setattr(yaml_marks, "HAVE_LIBYAML", libyaml)
+        doc, problems = yaml_marks.load_marked_yaml(path)
+    return doc.data, doc.key_at, doc.value_at, problems
+
+
+def test_libyaml_and_the_python_reader_agree_on_every_shipped_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path (libyaml's scanner under the same bounded composer) reads each rule
+    pack, runbook and fixture to the same data, positions and problems as pyyaml's own."""
+    assert yaml_marks.HAVE_LIBYAML and len(SHIPPED_YAML) > 20
+    for path in SHIPPED_YAML:
+        fast = _read_with(path, libyaml=True, monkeypatch=monkeypatch)
+        assert fast == _read_with(path, libyaml=False, monkeypatch=monkeypatch), path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: 1\nb: \x80x\n", "2:4: YAML syntax error: character U+0080 is not allowed in YAML"),
+        ("a: 1\n  b: 2\n", "2:4: YAML syntax error: mapping values are not allowed here"),
+    ],
+)
+def test_errors_read_as_the_python_reader_words_them(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """libyaml words its errors its own way ("… not allowed in this context"): a file with
+    a character pyyaml refuses, or any error, is read again by pyyaml's reader."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert yaml_marks._parse_fast(text, YamlLimits(), yaml_marks.MarkedDocument("x"), []) is None
+    _doc, problems = yaml_marks.load_marked_yaml(path, "bad.yaml")
+    assert [str(p) for p in problems] == [f"bad.yaml:{message}"]
