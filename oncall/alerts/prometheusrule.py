@@ -25,9 +25,9 @@ from oncall.settings.yaml_marks import (
     KeyPath,
     MarkedDocument,
     Position,
-    _BoundedLoader,
     _read_bounded,
     _walk,
+    compose_documents,
     current_limits,
 )
 
@@ -72,23 +72,11 @@ def unwrap_text(text: str, display: str) -> list[RuleDocument] | None:
     """`unwrap_prometheus_rules` of YAML text named `display` (an object read from the
     cluster, written out as `kubectl get -o yaml` shows it)."""
     try:
-        # The reader checks every character when it is made: a control character raises here.
-        loader = _BoundedLoader(text, current_limits())
-    except yaml.YAMLError:
-        return None  # the caller's reading reports it, located
-    nodes: list[yaml.Node] = []
-    datas: list[Any] = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            nodes.append(node)
-            datas.append(loader.construct_document(node))
+        documents = compose_documents(text, current_limits())
     except (yaml.YAMLError, ValueError, RecursionError):
         return None  # the caller's reading reports it, located
-    finally:
-        loader.dispose()
+    nodes = [node for node, _data in documents]
+    datas = [data for _node, data in documents]
     if len(nodes) <= 1 and not (datas and is_kubernetes_object(datas[0])):
         return None
     result: list[RuleDocument] = []

@@ -219,6 +219,30 @@ def _parse_fast(
         return None
 
 
+def _documents(loader: Any) -> list[tuple[yaml.Node, Any]]:
+    found: list[tuple[yaml.Node, Any]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                found.append((node, loader.construct_document(node)))
+    finally:
+        loader.dispose()
+    return found
+
+
+def compose_documents(text: str, limits: YamlLimits) -> list[tuple[yaml.Node, Any]]:
+    """(root node, data) of every document of a multi-document text, under the bounds; raises
+    yaml.YAMLError, ValueError or RecursionError as pyyaml's own reader does (libyaml first,
+    as in `_parse_fast`, then that reader for a text libyaml does not read)."""
+    if HAVE_LIBYAML and not Reader.NON_PRINTABLE.search(text):
+        try:
+            return _documents(_FastLoader(text, limits))
+        except (yaml.YAMLError, ValueError, RecursionError):
+            pass
+    return _documents(_BoundedLoader(text, limits))
+
+
 def _reader_problem(name: str, text: str, exc: yaml.reader.ReaderError) -> Problem:
     """A control or unprintable character, at its line and column (ReaderError gives only
     an offset into the text)."""
