@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import yaml
 
 from oncall import __version__
+from oncall.cli.lazy_parser import LazyParser
 from tests.cli_runner import run_oncall
 
 
@@ -15,6 +17,27 @@ def test_version() -> None:
     result = run_oncall("--version")
     assert result.code == 0
     assert result.stdout.strip() == f"oncall {__version__}"
+
+
+def test_a_lazy_command_is_built_once_and_only_when_named() -> None:
+    """`remediate` and `audit` are LazyParsers: their sub-parsers (from the actions' pydantic
+    models) are made when the command is parsed, not for another command nor the top help."""
+    built: list[str] = []
+
+    def populate(parser: argparse.ArgumentParser) -> None:
+        built.append(parser.prog)
+        parser.add_argument("x")
+
+    parser = argparse.ArgumentParser(prog="t")
+    commands = parser.add_subparsers(dest="command", parser_class=LazyParser)
+    commands.add_parser("plain")
+    commands.add_parser("lazy", help="made when named", populate=populate)
+    assert parser.parse_args(["plain"]).command == "plain"
+    assert "made when named" in parser.format_help()
+    assert built == []
+    assert parser.parse_args(["lazy", "1"]).x == "1"
+    assert parser.parse_args(["lazy", "2"]).x == "2"
+    assert built == ["t lazy"]
 
 
 def test_help_lists_commands_settings_and_exit_codes() -> None:
