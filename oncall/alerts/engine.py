@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from oncall.alerts.local_eval import LocalEvaluator, overall_state
 from oncall.alerts.prom_source import deployed_alerting_rules, instances_of, parse_time
@@ -66,37 +66,55 @@ class AlertEngine:
     async def refresh(self, now: float | None = None) -> list[RuleStatus]:
         """New states for every rule: at most one request for the deployed ones."""
         now = time.time() if now is None else now
-        deployed: dict[str, dict[str, object]] = {}
-        by_key: dict[RuleKey, list[dict[str, object]]] = {}
+        groups: list[dict[str, Any]] | None = None
         prom_error: BackendError | None = None
         if self.source != "local":
             try:
                 groups = await self.prom.rules(kind="alert")
-                deployed = deployed_alerting_rules(groups)
-                by_key = deployed_by_key(groups)
-                self.remote = remote_rules(by_key, self.rules, self.from_prometheus)
             except BackendError as exc:
                 prom_error = exc
-        by_prometheus, by_local = [], []
+        if groups is not None:
+            # Thousands of instances cost hundreds of ms to build: in a worker thread, so the
+            # event loop (the board, key presses) runs meanwhile. Nothing there touches `self`
+            # but to read `rules` and `source`, which no one changes during a refresh.
+            deployed, self.remote, statuses = await asyncio.to_thread(
+                self._from_groups, groups, now
+            )
+        else:
+            deployed, statuses = {}, {}
+            for rule in self.remote:  # kept from the last answer while Prometheus fails
+                statuses[rule_key(rule)] = self._from_prometheus(rule, None, prom_error, now)
+        by_local = []
         for rule in self.rules:
-            if self._source_of(rule, deployed, prom_error) == "prometheus":
-                by_prometheus.append(rule)
-            else:
+            if self._source_of(rule, deployed, prom_error) != "prometheus":
                 by_local.append(rule)
-        statuses: dict[RuleKey, RuleStatus] = {}
-        for rule in by_prometheus:
-            found = deployed.get(rule.name)
-            statuses[rule_key(rule)] = self._from_prometheus(rule, found, prom_error, now)
-        for rule in self.remote:
-            raws = by_key.get(rule_key(rule))
-            found = merged(raws) if raws else None
-            statuses[rule_key(rule)] = self._from_prometheus(rule, found, prom_error, now)
+            elif groups is None:
+                statuses[rule_key(rule)] = self._from_prometheus(rule, None, prom_error, now)
         if by_local:
             local = await self.local.evaluate(self.prom, by_local, now)
             for rule in by_local:
                 statuses[rule_key(rule)] = self._from_local(rule, local.get(rule.name, []), now)
         self.last.update(statuses)
         return [statuses[rule_key(rule)] for rule in [*self.rules, *self.remote]]
+
+    def _from_groups(
+        self, groups: list[dict[str, Any]], now: float
+    ) -> tuple[dict[str, dict[str, object]], list[AlertRule], dict[RuleKey, RuleStatus]]:
+        """What one `/api/v1/rules` answer says: the deployed rules by name, the remote rules,
+        and the statuses of the rules Prometheus evaluates (runs in a worker thread)."""
+        deployed: dict[str, dict[str, object]] = deployed_alerting_rules(groups)
+        by_key = deployed_by_key(groups)
+        remote = remote_rules(by_key, self.rules, self.from_prometheus)
+        statuses: dict[RuleKey, RuleStatus] = {}
+        for rule in self.rules:
+            if self._source_of(rule, deployed, None) == "prometheus":
+                found = deployed.get(rule.name)
+                statuses[rule_key(rule)] = self._from_prometheus(rule, found, None, now)
+        for rule in remote:
+            raws = by_key.get(rule_key(rule))
+            found = merged(raws) if raws else None
+            statuses[rule_key(rule)] = self._from_prometheus(rule, found, None, now)
+        return deployed, remote, statuses
 
     def _source_of(
         self, rule: AlertRule, deployed: Mapping[str, object], error: BackendError | None

@@ -9,16 +9,34 @@ client's timeout as a whole (connect, send, wait, read), and every failure becom
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from oncall.backends.http import HttpBackend, status_reason
+from oncall.backends.json_slices import loads_sliced
 from oncall.model.metrics import Sample, Series
 
 BACKEND = "prometheus"
 POST_OVER_CHARS = 2000
+#: root → data → groups → group → rules → rule → alerts: each alert is one decode call.
+RULES_SLICE_DEPTH = 7
+
+
+def _decoded(content: bytes, loads: Callable[[bytes], Any]) -> Any:
+    """The JSON of an answer, None when it is not JSON (an SSO proxy's HTML page)."""
+    try:
+        return loads(content)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _rules(content: bytes) -> Any:
+    # Slices down to each alert: {status, data: {groups: [{rules: [{alerts: [alert]}]}]}}.
+    return loads_sliced(content, RULES_SLICE_DEPTH)
 
 
 def _number(raw: object) -> float:
@@ -51,15 +69,20 @@ class PrometheusClient(HttpBackend):
         self, path: str, params: dict[str, Any] | None = None, *, post: bool = False
     ) -> Any:
         """GET (or POST, form-encoded) an API path and return its `data`, or raise BackendError."""
+        response = await self._send(path, params, post=post)
+        return self._data(response, _decoded(response.content, json.loads))
+
+    async def _send(
+        self, path: str, params: dict[str, Any] | None = None, *, post: bool = False
+    ) -> httpx.Response:
         self.requests += 1
         request = (
             self._http.post(path, data=params) if post else self._http.get(path, params=params)
         )
-        response = await self._exchange(request)
-        try:
-            body = response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            body = None
+        return await self._exchange(request)
+
+    def _data(self, response: httpx.Response, body: Any) -> Any:
+        """The `data` of a decoded answer (`body`: None when it was not JSON), or BackendError."""
         if isinstance(body, dict) and body.get("status") == "error":
             # 400 bad_data, 422 execution, 503 timeout: Prometheus explains itself.
             kind = body.get("errorType", "error")
@@ -126,9 +149,14 @@ class PrometheusClient(HttpBackend):
             raise self._error("bad payload", f"malformed range result: {exc}") from exc
 
     async def rules(self, *, kind: str | None = None) -> list[dict[str, Any]]:
-        """Rule groups with their rules and alert states (`/api/v1/rules`), one request."""
+        """Rule groups with their rules and alert states (`/api/v1/rules`), one request.
+
+        With thousands of active alerts the answer is megabytes: it is received on the event
+        loop but decoded in a worker thread, in slices (`json_slices`), so that the loop keeps
+        running meanwhile."""
         params = {"type": kind} if kind else None
-        data = await self._get("/api/v1/rules", params)
+        response = await self._send("/api/v1/rules", params)
+        data = self._data(response, await asyncio.to_thread(_decoded, response.content, _rules))
         groups = data.get("groups") if isinstance(data, dict) else None
         if not isinstance(groups, list):
             raise self._error("bad payload", "rules response has no groups list")
