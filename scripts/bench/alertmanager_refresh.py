@@ -7,8 +7,9 @@ each, from a scraped metric of 5,000 series) and a real Alertmanager (API v2) ho
 loaded machine Prometheus' own resends (every evaluation, `endsAt` 4 evaluations ahead) fall
 behind and Alertmanager resolves them between two sends. 2,000 of them are silenced (200
 silences of ten instances each, by a named author with a comment) and the silences list also
-holds 100 expired ones. Times, median of N refreshes, CPU time of this process (the time the
-event loop is busy; waiting on sockets costs none):
+holds 100 expired ones. Times, median of N refreshes: CPU time of this process (worker threads
+included; waiting on sockets costs none), the event loop's busy time (`loop_time.LoopMeter`) and
+the longest a 2 ms timer came late (`loop_time.LagMeter`: a key press's worst wait):
 
 - baseline: one bare GET of /api/v2/alerts with its JSON parsed;
 - the engine's refresh (Prometheus only: `alertmanager.url` unset);
@@ -43,6 +44,11 @@ from oncall.drill.components import alertmanager_argv
 from oncall.drill.netutil import free_loopback_port
 from oncall.model.matchers import Selection
 from oncall.service.routing import AlertmanagerView
+
+# Run as a script: the checkout on the path for the shared `scripts.bench` helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from scripts.bench.loop_time import LagMeter, LoopMeter
 
 RULES, FIRING_RULES, PER_RULE = 1000, 50, 100
 #: Silences, each on ten instances (`i=~"004."`): 2,000 instances silenced; and expired ones.
@@ -142,16 +148,24 @@ def add_silences(am: str) -> None:
                 client.delete(f"/api/v2/silence/{silence_id}")
 
 
-async def measure(prom_url: str, am_url: str, refreshes: int) -> dict[str, tuple[float, ...]]:
+async def measure(
+    prom_url: str, am_url: str, refreshes: int, meter: LoopMeter
+) -> dict[str, tuple[float, ...]]:
     results: dict[str, tuple[float, ...]] = {}
+    lag = LagMeter()
     async with httpx.AsyncClient(base_url=am_url, trust_env=False, timeout=30) as raw:
-        cpu, held = [], 0
+        cpu, busy, held = [], [], 0
+        lag.start()
         for _ in range(refreshes):
+            meter.reset()
             started = time.process_time()
             held = len((await raw.get("/api/v2/alerts")).json())
             cpu.append(time.process_time() - started)
+            busy.append(meter.busy_s)
+        await lag.stop()
         print(f"Alertmanager holds {held} alerts", file=sys.stderr)
-        results["baseline: GET /api/v2/alerts + JSON"] = (statistics.median(cpu), 0, 1)
+        results["baseline: GET /api/v2/alerts + JSON"] = (
+            statistics.median(cpu), statistics.median(busy), lag.longest_s, 0, 1)  # fmt: skip
     async with PrometheusClient(prom_url, timeout=30) as prom:
         engine = AlertEngine(prom, [], source="prometheus", from_prometheus=Selection())
         await engine.refresh()
@@ -161,19 +175,25 @@ async def measure(prom_url: str, am_url: str, refreshes: int) -> dict[str, tuple
         for mode in ("prometheus", "steady", "new silence"):
             if mode != "prometheus":
                 await view.annotate(await engine.refresh())  # warm: connections, silences
-            cpu, prom_requests, am_requests = [], [], []
+            cpu, busy, prom_requests, am_requests = [], [], [], []
+            lag.reset()
+            lag.start()
             for _ in range(refreshes):
                 if mode == "new silence":
                     view.invalidate()  # what an unseen silence id does: the list is read again
                 was, started = (prom.requests, am.requests), time.process_time()
+                meter.reset()
                 statuses = await engine.refresh()
                 if mode != "prometheus":
                     view.start()
                     statuses = await view.annotate(statuses)
                 cpu.append(time.process_time() - started)
+                busy.append(meter.busy_s)
                 prom_requests.append(prom.requests - was[0])
                 am_requests.append(am.requests - was[1])
-            results[NAMES[mode]] = (statistics.median(cpu), statistics.median(prom_requests),
+            await lag.stop()
+            results[NAMES[mode]] = (statistics.median(cpu), statistics.median(busy), lag.longest_s,
+                                    statistics.median(prom_requests),
                                     statistics.median(am_requests))  # fmt: skip
         counts = [s.routing for s in statuses if s.routing is not None]
         silenced, active = sum(r.silenced for r in counts), sum(r.active for r in counts)
@@ -216,7 +236,9 @@ def main() -> int:
             print("5,000 alerts held; adding silences", file=sys.stderr, flush=True)
             add_silences(am_url)
             print("silences added; measuring", file=sys.stderr, flush=True)
-            results = asyncio.run(measure(prom_url, am_url, args.refreshes))
+            meter = LoopMeter()
+            with meter.installed():
+                results = asyncio.run(measure(prom_url, am_url, args.refreshes, meter))
         finally:
             for proc in (prom, am):
                 proc.terminate()
@@ -225,10 +247,11 @@ def main() -> int:
     baseline = results["baseline: GET /api/v2/alerts + JSON"][0]
     print(f"{RULES} rules ({FIRING_RULES * PER_RULE} firing instances), {SILENCED} silenced "
           f"by {SILENCES} silences (+{EXPIRED} expired), median of {args.refreshes}")  # fmt: skip
-    print(f"{'':42} {'CPU ms':>8} {'x baseline':>11} {'prom req':>9} {'am req':>7}")
-    for name, (cpu, prom_requests, am_requests) in results.items():
-        print(f"{name:42} {cpu * 1000:8.1f} {cpu / baseline:11.1f} "
-              f"{prom_requests:9g} {am_requests:7g}")  # fmt: skip
+    print(f"{'':42} {'CPU ms':>8} {'x baseline':>11} {'loop ms':>8} {'lag ms':>7} "
+          f"{'prom req':>9} {'am req':>7}")  # fmt: skip
+    for name, (cpu, busy, lag, prom_requests, am_requests) in results.items():
+        print(f"{name:42} {cpu * 1000:8.1f} {cpu / baseline:11.1f} {busy * 1000:8.1f} "
+              f"{lag * 1000:7.1f} {prom_requests:9g} {am_requests:7g}")  # fmt: skip
     return 0
 
 

@@ -7,12 +7,14 @@
     run: a bare httpx GET of the same list with its JSON parsed, and the unbounded list of the
     whole namespace (what a probe listing without a selector would pay).
 (b) a board refresh (`AlertEngine.refresh`, source `prometheus`) with the drill's rules and
-    thousands of instances: event-loop time (<= 50 ms). Baseline: a bare GET /api/v1/rules with
-    its JSON parsed.
+    thousands of instances: event-loop time (<= 50 ms), and the longest a 2 ms timer came late
+    (`loop_time.LagMeter`: what the loop's busy time misses while a worker thread holds the
+    GIL). Baseline: a bare GET /api/v1/rules with its JSON parsed.
 (c) the app's RSS, headless, after `--minutes` in fleet mode (<= 200 MB); baseline: the bare
     app's RSS at start (tui_rss).
 
     .venv/bin/python scripts/bench/fleet.py [--runs 10] [--minutes 10] [--dir DRILL_DIR]
+        [--board-only]
 """
 
 from __future__ import annotations
@@ -41,20 +43,22 @@ from oncall.probes.context import ProbeContext
 from oncall.probes.registry import all_probes
 from oncall.settings.loader import load_settings
 from scripts.bench.checklist import kube_access
-from scripts.bench.loop_time import LoopMeter
+from scripts.bench.loop_time import LagMeter, LoopMeter
 from scripts.bench.tui_rss import run_soak, summarize_soak
 
 ONCALL = str(Path(sys.executable).parent / "oncall")
 SELECTOR = "app=vllm"
-Row = tuple[str, float, float, float]  # name, median wall s, median loop s, max longest s
+Row = tuple[str, float, float, float, float]  # name, median wall, loop, max longest, max lag
 
 
 async def measure(
     name: str, runs: int, meter: LoopMeter, once: Callable[[], Awaitable[object]]
 ) -> Row:
-    """Median wall and loop time, and the longest callback seen, over runs (after one warm-up)."""
+    """Median wall and loop time, the longest callback and timer lag seen, over runs (after
+    one warm-up)."""
     await once()
-    walls, busy, longest = [], [], 0.0
+    walls, busy, longest, lag = [], [], 0.0, LagMeter()
+    lag.start()
     for _ in range(runs):
         meter.reset()
         started = time.perf_counter()
@@ -62,7 +66,8 @@ async def measure(
         walls.append(time.perf_counter() - started)
         busy.append(meter.busy_s)
         longest = max(longest, meter.longest_s)
-    return name, statistics.median(walls), statistics.median(busy), longest
+    await lag.stop()
+    return name, statistics.median(walls), statistics.median(busy), longest, lag.longest_s
 
 
 async def bench_pods(directory: Path, runs: int, meter: LoopMeter) -> tuple[list[Row], str]:
@@ -143,11 +148,11 @@ def print_rows(title: str, rows: list[Row], note: str) -> None:
     baseline = rows[1][1] if len(rows) > 1 and rows[0][0].startswith("kube") else rows[0][1]
     print(title)
     print(f"  {note}")
-    print(f"  {'':36} {'wall ms':>8} {'x base':>7} {'loop ms':>8} {'longest ms':>11}")
-    for name, wall, busy, longest in rows:
+    print(f"  {'':36} {'wall ms':>8} {'x base':>7} {'loop ms':>8} {'longest ms':>11} {'lag ms':>7}")
+    for name, wall, busy, longest, lag in rows:
         print(
             f"  {name:36} {wall * 1000:8.1f} {wall / baseline:7.2f} {busy * 1000:8.1f} "
-            f"{longest * 1000:11.1f}"
+            f"{longest * 1000:11.1f} {lag * 1000:7.1f}"
         )
     print()
 
@@ -157,6 +162,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--minutes", type=float, default=10.0, help="RSS soak (0: skip)")
     parser.add_argument("--dir", type=Path, help="a running `drill up --fleet` directory")
+    parser.add_argument("--board-only", action="store_true", help="(b) alone: no (a), no (c)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.dir or Path(tmp) / "drill"
@@ -169,12 +175,14 @@ def main() -> int:
             print(f"{wait_instances(directory, 5000, 120)} alert instances active\n")
             meter = LoopMeter()
             with meter.installed():
-                pods, pods_note = asyncio.run(bench_pods(directory, args.runs, meter))
+                if not args.board_only:
+                    pods, pods_note = asyncio.run(bench_pods(directory, args.runs, meter))
                 board, board_note = asyncio.run(bench_board(directory, args.runs, meter))
             print(f"median of {args.runs} warm runs; loop = summed callback time; 2 shared cores")
-            print_rows("(a) kube.pods for the vLLM selector over the fleet", pods, pods_note)
+            if not args.board_only:
+                print_rows("(a) kube.pods for the vLLM selector over the fleet", pods, pods_note)
             print_rows("(b) board refresh", board, board_note)
-            if args.minutes > 0:
+            if args.minutes > 0 and not args.board_only:
                 out = Path(tmp) / "soak.jsonl"
                 run_soak(directory / "oncall.yaml", args.minutes * 60, out)
                 rows = [json.loads(line) for line in out.read_text().splitlines() if line]

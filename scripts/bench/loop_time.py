@@ -8,6 +8,7 @@ count: the loop is free meanwhile. Patch only inside a benchmark process.
 
 from __future__ import annotations
 
+import asyncio
 import asyncio.events
 import time
 from collections.abc import Iterator
@@ -47,3 +48,34 @@ class LoopMeter:
             yield self
         finally:
             asyncio.events.Handle._run = original  # type: ignore[method-assign]
+
+
+@dataclass
+class LagMeter:
+    """How late the running loop serves a timer: the longest wait a key press would have.
+
+    `LoopMeter` counts the time callbacks run; it cannot see the loop's thread waiting for the
+    GIL while a worker thread holds it (inside one long C call such as `json.loads`), which
+    delays the loop just the same. This ticker asks to be woken every `tick_s` and records by
+    how much each wake-up came late."""
+
+    tick_s: float = 0.002
+    longest_s: float = 0.0
+    _task: asyncio.Task[None] | None = None
+
+    def reset(self) -> None:
+        self.longest_s = 0.0
+
+    async def _tick(self) -> None:
+        while True:
+            asked = time.perf_counter()
+            await asyncio.sleep(self.tick_s)
+            self.longest_s = max(self.longest_s, time.perf_counter() - asked - self.tick_s)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
