@@ -76,6 +76,8 @@ class LagMeter:
         self._task = asyncio.get_running_loop().create_task(self._tick())
 
     async def stop(self) -> None:
+        # A wake-up due during the caller's own last step is recorded first, not cancelled.
+        await asyncio.sleep(2 * self.tick_s)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

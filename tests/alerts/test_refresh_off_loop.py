@@ -1,0 +1,153 @@
+"""A board refresh decodes and builds off the event loop, and gives what the loop would.
+
+The recorded payloads (fixtures/prometheus, fixtures/alertmanager) are served over loopback
+as the real servers sent them; what the engine and the clients make of them in a worker
+thread is compared with the same values built the plain way (`json.loads`, `instances_of`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import oncall.alerts.engine as engine_module
+import oncall.backends.alertmanager as am_module
+import oncall.backends.prometheus as prom_module
+from oncall.alerts.engine import AlertEngine
+from oncall.alerts.prom_source import instances_of, parse_time
+from oncall.alerts.remote_rules import deployed_by_key, merged
+from oncall.backends.alertmanager import AlertmanagerClient, parse_alert
+from oncall.backends.json_slices import loads_sliced
+from oncall.backends.prometheus import PrometheusClient
+from oncall.errors import BackendError
+from oncall.model.alerts import AlertRule
+from oncall.model.matchers import Selection
+from tests.harness.faults import http_stub
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+RULES = FIXTURES / "prometheus" / "rules_v1_alerts.json"
+AM_ALERTS = FIXTURES / "alertmanager" / "alerts_v2_silenced_inhibited.json"
+RECORDED = [RULES, AM_ALERTS, FIXTURES / "alertmanager" / "silences_v2.json"]
+NOW = parse_time("2026-12-01T13:58:00Z") or 0.0
+TIMEOUT = 5.0
+
+
+@pytest.fixture
+def rules_url() -> Iterator[str]:
+    with http_stub(200, RULES.read_bytes(), "application/json") as url:
+        yield url
+
+
+def threads_of(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    """Record the thread each call of `module.name` runs on."""
+    seen: list[int] = []
+    original: Callable[..., Any] = getattr(module, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        seen.append(threading.get_ident())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, recorded)
+    return seen
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
+def test_sliced_decoding_is_json_loads(path: Path) -> None:
+    data = path.read_bytes()
+    for depth in range(10):
+        assert loads_sliced(data, depth) == json.loads(data)
+    # Pretty-printed (whitespace everywhere the grammar allows it): the same value.
+    spaced = json.dumps(json.loads(data), indent=2).encode()
+    assert loads_sliced(spaced, 8) == json.loads(data)
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
+def test_sliced_decoding_refuses_what_json_loads_refuses(path: Path) -> None:
+    """Every cut of a recorded answer (a peer hanging up mid-answer) and every place a
+    delimiter could be dropped: an error wherever `json.loads` has one."""
+    text = path.read_text()
+    broken = [text[:cut] for cut in range(0, len(text), 7)]
+    broken += [text[:i] + text[i + 1 :] for i, c in enumerate(text) if c in ',:[]{}"']
+    broken += [text + " x", text.replace(":", " ", 1)]
+    for bad in broken:
+        try:
+            json.loads(bad)
+        except json.JSONDecodeError:
+            with pytest.raises(json.JSONDecodeError):
+                loads_sliced(bad, 8)
+        else:
+            assert loads_sliced(bad, 8) == json.loads(bad)
+
+
+async def test_refresh_builds_off_the_loop_what_the_loop_would(
+    rules_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded_on = threads_of(monkeypatch, prom_module, "_rules")
+    built_on = threads_of(monkeypatch, engine_module, "instances_of")
+    local = AlertRule(name="PodsHot", expr="x > 0.9", group="capture-llm", file="f.yaml", line=3)
+    async with PrometheusClient(rules_url, timeout=TIMEOUT) as prom:
+        engine = AlertEngine(prom, [local], from_prometheus=Selection())
+        statuses = await engine.refresh(NOW)
+    loop_thread = threading.get_ident()
+    assert decoded_on and loop_thread not in decoded_on
+    assert built_on and loop_thread not in built_on
+    # The plain way: the whole answer decoded at once, each rule's instances built here.
+    by_key = deployed_by_key(json.loads(RULES.read_bytes())["data"]["groups"])
+    assert [(s.rule.group, s.rule.name) for s in statuses] == [
+        ("capture-llm", "PodsHot"),
+        *[key for key in by_key if key[1] != "PodsHot"],
+    ]
+    for status in statuses:
+        expected = instances_of(merged(by_key[(status.rule.group, status.rule.name)]), NOW)
+        assert status.source == "prometheus"
+        assert status.instances == tuple(expected)
+    states = {s.rule.name: s.state for s in statuses}
+    # BrokenJoin (health "err", no alerts) is "inactive" without its lastError, as before this
+    # change: the engine takes a rule's error from its instances only.
+    assert states == {"PodsHot": "firing", "SlowToFire": "pending", "NeverActive": "inactive",
+                      "BrokenJoin": "inactive", "AlwaysOn": "firing"}  # fmt: skip
+    slow = next(s for s in statuses if s.rule.name == "SlowToFire")
+    assert {i.labels["model"] for i in slow.instances} == {"qwen", "llama"}
+    hot = next(s for s in statuses if s.rule.name == "PodsHot")
+    assert sorted(i.value for i in hot.instances if i.value is not None) == [0.91, 0.95, 0.99]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "reason"),
+    [
+        (200, b"<html><body>Sign in</body></html>", "bad payload"),
+        (200, RULES.read_bytes()[:1500], "bad payload"),  # hung up mid-answer
+        (200, b'{"status":"success","data":{}}', "bad payload"),
+        (503, b'{"status":"error","errorType":"unavailable","error":"x"}', "http 503"),
+        (401, b"Unauthorized", "auth"),
+    ],
+    ids=["html", "cut", "no groups", "503", "401"],
+)
+async def test_rules_decoded_off_the_loop_fail_as_before(
+    status: int, body: bytes, reason: str
+) -> None:
+    with http_stub(status, body, "application/json") as url:
+        async with PrometheusClient(url, timeout=TIMEOUT) as prom:
+            with pytest.raises(BackendError) as caught:
+                await prom.rules(kind="alert")
+    assert caught.value.reason == reason
+
+
+async def test_alertmanager_alerts_parse_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed_on = threads_of(monkeypatch, am_module, "parse_alert")
+    with http_stub(200, AM_ALERTS.read_bytes(), "application/json") as url:
+        async with AlertmanagerClient(url, timeout=TIMEOUT) as am:
+            alerts = await am.alerts()
+    assert parsed_on and threading.get_ident() not in parsed_on
+    assert alerts == [parse_alert(raw) for raw in json.loads(AM_ALERTS.read_bytes())]
+    with http_stub(200, AM_ALERTS.read_bytes()[:-40], "application/json") as url:
+        async with AlertmanagerClient(url, timeout=TIMEOUT) as am:
+            with pytest.raises(BackendError) as caught:
+                await am.alerts()
+    assert caught.value.reason == "bad payload"
+    assert "not an Alertmanager API response" in caught.value.detail
