@@ -136,7 +136,7 @@ class AlertmanagerClient(HttpBackend):
         Alertmanager's own errors are a JSON string or plain text with a 4xx/5xx status
         ("silence not found", a bad matcher): quoted, redacted, in the error's detail.
         """
-        response = await self._send(method, path, params=params, body=body)
+        response = await self._send(method, path, params, body)
         return self._json(response, json.loads) if expect_json else None
 
     async def alerts(self, *, matchers: list[str] | None = None) -> list[AmAlert]:
@@ -150,12 +150,7 @@ class AlertmanagerClient(HttpBackend):
         return await self._list("/api/v2/silences", parse_silence, "silence")
 
     async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Sequence[tuple[str, str]] | None = None,
-        body: Any = None,
+        self, method: str, path: str, params: Sequence[tuple[str, str]] | None, body: Any = None
     ) -> httpx.Response:
         """One exchange; an error status becomes BackendError."""
         self.requests += 1
@@ -190,7 +185,7 @@ class AlertmanagerClient(HttpBackend):
 
         5,000 alerts are 2.4 MB: received on the event loop, decoded (in slices, one alert
         per call: `json_slices`) and parsed in a worker thread, so the loop runs meanwhile."""
-        response = await self._send("GET", path, params=params)
+        response = await self._send("GET", path, params)
         return await asyncio.to_thread(self._parsed, response, parse, what)
 
     def _parsed(self, response: httpx.Response, parse: Callable[[Any], T], what: str) -> list[T]:
