@@ -11,7 +11,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from rich.text import Text
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from oncall.tui.app import OncallApp
 from tests.tui.fakes import (
@@ -63,8 +65,20 @@ def open_p99(clock: FakeClock, *, finished: bool, age: float) -> RunBefore:
             await until(pilot, lambda: "deployment" in run.results, "the first result")
         clock.advance(age)
         app.repaint()
+        # A cell's new width is applied on the table's next idle: wait for it, or a loaded
+        # machine photographs "running 12" cut to the width "running 0s" had.
+        await until(pilot, lambda: steps_laid_out(app), "the steps table's new widths")
 
     return run_before
+
+
+def steps_laid_out(app: OncallApp) -> bool:
+    """Every column of the incident's steps table is as wide as its widest cell."""
+    table: DataTable[Text] = app.screen.query_one("#steps", DataTable)
+    return all(
+        column.content_width >= max((cell.cell_len for cell in table.get_column(key)), default=0)
+        for key, column in table.columns.items()
+    )
 
 
 @pytest.mark.parametrize("size", SIZES)
