@@ -60,6 +60,12 @@ class AlertEngine:
     #: The rules only Prometheus has, as of its last answer.
     remote: list[AlertRule] = field(default_factory=list)
     last: dict[RuleKey, RuleStatus] = field(default_factory=dict)
+    #: What the last refresh's answers warned of (Thanos: a store that did not answer): a
+    #: note beside the states, not an error.
+    warnings: list[str] = field(default_factory=list)
+    #: Why the last refresh's `/api/v1/rules` request failed (None: it answered, or was not
+    #: made): with no rule to mark unknown, it is the only sign that the list is incomplete.
+    error: BackendError | None = None
     history: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     _history_at: dict[str, float] = field(default_factory=dict)
 
@@ -95,6 +101,8 @@ class AlertEngine:
             for rule in by_local:
                 statuses[rule_key(rule)] = self._from_local(rule, local.get(rule.name, []), now)
         self.last.update(statuses)
+        self.warnings = self.prom.take_warnings()
+        self.error = prom_error
         return [statuses[rule_key(rule)] for rule in [*self.rules, *self.remote]]
 
     def _from_groups(
@@ -143,14 +151,20 @@ class AlertEngine:
         # Prometheus reports lastEvaluation for every rule, an inactive one (no alerts) too.
         last = found.get("lastEvaluation")
         last_eval = parse_time(last) if isinstance(last, str) else None
-        rule_error = next((i.error for i in instances if i.error), None)
+        # A rule whose last evaluation failed keeps the state Prometheus reports (its alerts
+        # stay as they were: Prometheus neither resolves nor adds any), with its health.
+        health = found.get("health")
+        last_error = str(found.get("lastError") or "") if health == "err" else ""
+        failed = "evaluation failed" + (f": {last_error}" if last_error else "")
         return RuleStatus(
             rule,
             "prometheus",
             overall_state(instances),
             tuple(instances),
-            error=rule_error,
+            error=failed if health == "err" else None,
             last_evaluation=last_eval,
+            health=str(health) if isinstance(health, str) else None,
+            last_error=last_error or None,
         )
 
     def _from_local(

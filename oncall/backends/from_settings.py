@@ -29,11 +29,15 @@ if TYPE_CHECKING:
 
 
 def prometheus_client(settings: PrometheusSettings) -> PrometheusClient:
-    """A client of the configured Prometheus (bearer token and timeout from the settings)."""
+    """A client of the configured Prometheus (bearer token, extra headers and timeout from the
+    settings)."""
     from oncall.backends.prometheus import PrometheusClient
 
     token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
-    return PrometheusClient(settings.url, timeout=settings.timeout, bearer_token=token)
+    headers = {name: value.get_secret_value() for name, value in settings.headers.items()}
+    return PrometheusClient(
+        settings.url, timeout=settings.timeout, bearer_token=token, headers=headers
+    )
 
 
 def alertmanager_client(settings: AlertmanagerSettings) -> AlertmanagerClient | None:

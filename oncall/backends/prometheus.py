@@ -5,13 +5,20 @@ client's timeout as a whole (connect, send, wait, read), and every failure becom
 `BackendError` with reason "refused", "timeout", "auth" (401/403), "http <status>",
 "bad payload" (anything that is not the API's JSON: an SSO proxy's HTML login page) or
 "query error". Error bodies are quoted only redacted (BackendError redacts its detail).
+
+Thanos Query and Mimir serve the same API (fixtures/thanos, fixtures/mimir say from which
+upstream files): the URL may carry a path prefix (Mimir's `/prometheus`), which every API
+path is joined below (httpx keeps a base URL's path); `headers` are sent with every request
+(Mimir's tenant, `X-Scope-OrgID`) and never shown. A `warnings` list beside `data` (Thanos
+with a store down and partial responses on, Prometheus' own query warnings) is not an error:
+the answer is used and its warnings are kept in `warnings` for the caller to show.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -22,6 +29,8 @@ from oncall.model.metrics import Sample, Series
 
 BACKEND = "prometheus"
 POST_OVER_CHARS = 2000
+#: At most this many distinct warnings are kept between two `take_warnings` calls.
+MAX_WARNINGS = 20
 #: root → data → groups → group → rules → rule → alerts: each alert is one decode call.
 RULES_SLICE_DEPTH = 7
 
@@ -57,13 +66,28 @@ class PrometheusClient(HttpBackend):
         *,
         timeout: float,
         bearer_token: str | None = None,
+        headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        headers = {"Accept": "application/json"}
+        sent = {"Accept": "application/json", **(headers or {})}
         if bearer_token:
-            headers["Authorization"] = f"Bearer {bearer_token}"
-        super().__init__(url, timeout=timeout, headers=headers, transport=transport)
+            sent["Authorization"] = f"Bearer {bearer_token}"
+        super().__init__(url, timeout=timeout, headers=sent, transport=transport)
         self.requests = 0  # how many API requests this client made (benchmarks count them)
+        #: The `warnings` of the answers since the last `take_warnings`, each once, in order.
+        self.warnings: dict[str, None] = {}
+
+    def take_warnings(self) -> list[str]:
+        """The warnings the server sent since the last call (Thanos: a store that did not
+        answer), and forget them."""
+        taken, self.warnings = list(self.warnings), {}
+        return taken
+
+    def _keep_warnings(self, body: dict[str, Any]) -> None:
+        raw = body.get("warnings")
+        for warning in raw if isinstance(raw, list) else []:
+            if len(self.warnings) < MAX_WARNINGS:
+                self.warnings[str(warning)[:300]] = None
 
     async def _get(
         self, path: str, params: dict[str, Any] | None = None, *, post: bool = False
@@ -101,6 +125,7 @@ class PrometheusClient(HttpBackend):
         if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
             snippet = response.text[:80].replace("\n", " ")
             raise self._error("bad payload", f"not a Prometheus API response: {snippet!r}")
+        self._keep_warnings(body)
         return body["data"]
 
     async def query(self, expr: str, *, at: float | None = None) -> list[Sample]:

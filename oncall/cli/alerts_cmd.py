@@ -10,10 +10,17 @@ silenced (by whom, until when, why: in `-o json`) or inhibited (by which alerts)
 `GET /api/v2/alerts`; Alertmanager down says `unknown: REASON` there and changes nothing else
 (not the exit code either: the states are Prometheus').
 
+A rule whose last evaluation failed (Prometheus' `health: err`) keeps the state Prometheus
+reports, with `evaluation failed: LASTERROR` as its note (`health`, `last_error` in `-o json`).
+Warnings beside an answer (Thanos with a store down) are printed as notes (`warnings` in JSON)
+and change nothing else.
+
 Exit codes: 1 when an alert fires, 3 when any alert's state is not known because of the
 backend (unreachable, 401/403 "auth", an HTML login page or other "bad payload": a script must
-never read "all well" then), 2 for bad settings or rule files (every problem with
-FILE:LINE:COL), 0 otherwise. The Prometheus URL is shown redacted (it may hold a password).
+never read "all well" then) or Prometheus' rules could not be read while
+`alerts.from_prometheus` lists them (Mimir without its tenant header: 401 `no org id`), 2 for
+bad settings or rule files (every problem with FILE:LINE:COL), 0 otherwise. The Prometheus URL
+is shown redacted (it may hold a password).
 """
 
 from __future__ import annotations
@@ -89,7 +96,10 @@ def render_table(report: AlertsReport) -> str:
     head = f"{stamp}  prometheus {redact(report.prometheus)}"
     if report.alertmanager is not None:
         head += f"  alertmanager {redact(report.alertmanager)}"
-    return head + "\n" + "\n".join(lines) + "\n"
+    # Thanos' partial answers: shown, not failed on (the states it did send are used).
+    notes = [f"note: prometheus warns: {redact(w)}\n" for w in report.warnings]
+    notes += [f"error: {report.error}\n"] if report.error else []
+    return head + "\n" + "".join(notes) + "\n".join(lines) + "\n"
 
 
 def _silence(s: Silence) -> dict[str, Any]:
@@ -150,6 +160,8 @@ def render_json(report: AlertsReport) -> str:
             "last_evaluation": s.last_evaluation,
             "stale_since": s.stale_since,
             "error": s.error,
+            "health": s.health,
+            "last_error": s.last_error,
             "for_s": s.rule.for_s,
             "expr": s.rule.expr,
             "summary": s.rule.annotations.get("summary"),
@@ -166,6 +178,8 @@ def render_json(report: AlertsReport) -> str:
     prometheus = redact(report.prometheus)
     am = redact(report.alertmanager) if report.alertmanager is not None else None
     body = {"evaluated_at": report.evaluated_at, "prometheus": prometheus, "alertmanager": am}
+    body["warnings"] = [redact(w) for w in report.warnings]
+    body["error"] = report.error
     body["alerts"] = alerts
     return json.dumps(body, indent=2)
 
@@ -183,11 +197,15 @@ def _selection(text: str | None) -> Selection:
         raise UsageError(f"--match {text!r}: {exc}") from exc
 
 
-def _say_if_empty(statuses: list[RuleStatus], kept: list[RuleStatus], text: str | None) -> None:
+def _say_if_empty(
+    statuses: list[RuleStatus], kept: list[RuleStatus], text: str | None, error: str | None
+) -> None:
     if kept:
         return
     if statuses:
         print(f"oncall alerts: no alert of {len(statuses)} matches {text!r}", file=sys.stderr)
+    elif error:
+        print(f"oncall alerts: no alerting rules known: {error}", file=sys.stderr)
     else:
         message = (
             "oncall alerts: no alerting rules (no packs or files with alerts, and none from "
@@ -230,9 +248,15 @@ async def _loop(
         if acks is not None:
             every = await acks.annotate(every)
         statuses = [s for s in every if status_matches(selection, s)]
-        _say_if_empty(every, statuses, getattr(args, "match", None))
+        # Without Prometheus' rules the ones only it has are missing (when any are listed).
+        listing = engine.error is not None and engine.from_prometheus is not None
+        error = str(engine.error) if listing else None
+        _say_if_empty(every, statuses, getattr(args, "match", None), error)
         am_url = settings.alertmanager.url
-        report = AlertsReport(statuses, now, settings.prometheus.url, am_url)
+        report = AlertsReport(
+            statuses, now, settings.prometheus.url, am_url, warnings=tuple(engine.warnings),
+            error=error,
+        )  # fmt: skip
         text = render_json(report) if args.output == "json" else render_table(report)
         if args.watch and sys.stdout.isatty():
             sys.stdout.write("\x1b[H\x1b[2J")  # redraw in place, like watch(1)

@@ -226,6 +226,11 @@ class RuleStatus:
     routing: RuleRouting | None = None
     #: The context (`contexts:`) whose Prometheus said so; "" with one context only.
     context: str = ""
+    #: The rule's health as Prometheus reports it ("ok", "err", "unknown": not evaluated yet)
+    #: and, when "err", its `lastError`: the evaluation failed (`error` says so too) though
+    #: the state is still Prometheus' own. None for a rule evaluated here.
+    health: str | None = None
+    last_error: str | None = None
 
     @property
     def key(self) -> str:

@@ -88,6 +88,10 @@ class AlertsReport:
     evaluated_at: float
     prometheus: str
     alertmanager: str | None = None  # its URL when configured: the routing columns are shown
+    #: What Prometheus' answers warned of (Thanos: a store that did not answer): a note.
+    warnings: tuple[str, ...] = ()
+    #: Why Prometheus' rules could not be read (`BackendError` text), None when they were.
+    error: str | None = None
 
     @property
     def firing(self) -> bool:
@@ -95,7 +99,9 @@ class AlertsReport:
 
     @property
     def unreachable(self) -> bool:
-        return any(s.unreachable for s in self.statuses)
+        """A state is not known: a rule's source could not be asked, or Prometheus' rules
+        could not be read (then the rules only it has are missing from the list)."""
+        return self.error is not None or any(s.unreachable for s in self.statuses)
 
 
 def open_alert_engine(settings: Settings) -> AlertEngine:

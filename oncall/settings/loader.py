@@ -245,8 +245,10 @@ def _register_secrets(settings: Settings) -> None:
         value: Any = dumped
         for part in path:
             value = value[part]
-        if isinstance(value, SecretStr):
-            register_secret(value.get_secret_value())
+        # A map of secrets (`prometheus.headers`): each of its values is one.
+        for secret in value.values() if isinstance(value, dict) else [value]:
+            if isinstance(secret, SecretStr):
+                register_secret(secret.get_secret_value())
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str) and "://" in item:
                 register_url(item)

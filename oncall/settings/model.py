@@ -65,12 +65,32 @@ class ContextSettings(Section):
     production: bool = Field(False, description="Show the production banner and ask more.")
 
 
+#: An HTTP header name (RFC 9110 token); values may not break the header line.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _checked_headers(headers: dict[str, SecretStr]) -> dict[str, SecretStr]:
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not an HTTP header name")
+        if any(char in value.get_secret_value() for char in "\r\n\0"):
+            raise ValueError(f"the value of header {name} holds a line break")  # never the value
+    return headers
+
+
 class PrometheusSettings(Section):
     url: HttpUrl = Field(
-        "http://127.0.0.1:9090", description="Base URL of the Prometheus HTTP API."
+        "http://127.0.0.1:9090",
+        description="Base URL of the Prometheus HTTP API, with its path prefix if it has one "
+        "(Mimir: http://mimir/prometheus); every API path is joined below it.",
     )
     timeout: Duration = Field(5.0, description="Per-request timeout, connection included.")
     bearer_token: SecretStr | None = Field(None, description="Sent as Authorization: Bearer.")
+    headers: Annotated[dict[str, SecretStr], AfterValidator(_checked_headers)] = Field(
+        default_factory=dict,
+        description="Extra headers sent with every request, e.g. {X-Scope-OrgID: tenant} for "
+        "Mimir; values are secrets (masked in config show, never printed).",
+    )
 
 
 class AlertmanagerSettings(Section):
