@@ -59,13 +59,13 @@ class Flavour:
     tenant: str | None = None
 
 
-def _empty(answer: bytes) -> bytes:
-    """The same answer for a tenant without rules or series (Mimir: a tenant like any other)."""
+def _unknown_tenant(api: str, answer: bytes) -> bytes:
+    """What a tenant without rules or series gets (Mimir: a tenant like any other): no rule
+    groups (the recorded answer), and the query's answer with no result."""
+    if api == "/api/v1/rules":
+        return UNKNOWN_TENANT_RULES
     body = json.loads(answer)
-    data = body["data"]
-    for key in ("groups", "result", "alerts"):
-        if key in data:
-            data[key] = []
+    body["data"]["result"] = []
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -85,6 +85,7 @@ THANOS = Flavour(
     },
 )
 NO_ORG_ID = (FIXTURES / "mimir" / "no_org_id.txt").read_bytes()
+UNKNOWN_TENANT_RULES = (FIXTURES / "mimir" / "rules_v1_unknown_tenant.json").read_bytes()
 
 
 def _handler(flavour: Flavour, server: CompatServer) -> type[BaseHTTPRequestHandler]:
@@ -115,7 +116,7 @@ def _handler(flavour: Flavour, server: CompatServer) -> type[BaseHTTPRequestHand
                 self._answer(401, NO_ORG_ID, text)
                 return
             if flavour.tenant is not None and tenant != flavour.tenant:
-                answer = _empty(answer)
+                answer = _unknown_tenant(api, answer)
             self._answer(200, answer, "application/json")
 
         do_POST = do_GET

@@ -15,19 +15,27 @@ from tests.cli_runner import run_oncall
 TENANT = "tenant-of-the-llm-team"
 
 
-def _problems(tmp_path: Path, text: str) -> list[str]:
-    (tmp_path / "oncall.yaml").write_text(text)
+@pytest.mark.parametrize(
+    ("headers", "problem"),
+    [
+        (
+            "\n    'X Org': a",
+            "oncall.yaml:3:5: prometheus.headers: 'X Org' is not an HTTP header name",
+        ),
+        (
+            ' {X-Scope-OrgID: "a\\r\\nX-Evil: 1"}',
+            "oncall.yaml:2:12: prometheus.headers: the value of header X-Scope-OrgID holds a "
+            "line break",
+        ),
+    ],
+    ids=["name", "line break"],
+)
+def test_a_bad_header_is_a_located_problem(tmp_path: Path, headers: str, problem: str) -> None:
+    (tmp_path / "oncall.yaml").write_text(f"prometheus:\n  headers:{headers}\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(cwd=tmp_path, environ={})
-    return [str(p) for p in caught.value.problems]
-
-
-def test_a_bad_header_name_or_a_line_break_is_a_located_problem(tmp_path: Path) -> None:
-    bad_name = _problems(tmp_path, "prometheus:\n  headers:\n    'X Org': a\n")
-    assert bad_name == ["oncall.yaml:3:5: prometheus.headers: 'X Org' is not an HTTP header name"]
-    broken = _problems(tmp_path, 'prometheus:\n  headers: {X-Scope-OrgID: "a\\r\\nX-Evil: 1"}\n')
-    assert len(broken) == 1 and "the value of header X-Scope-OrgID holds a line break" in broken[0]
-    assert "X-Evil" not in broken[0]  # the value is never repeated
+    # One problem, located; a value is never repeated (`X-Evil` is in the value).
+    assert [str(p) for p in caught.value.problems] == [problem]
 
 
 def test_header_values_are_masked_by_config_show_and_redacted_everywhere(tmp_path: Path) -> None:
