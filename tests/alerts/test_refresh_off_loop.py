@@ -107,8 +107,8 @@ async def test_refresh_builds_off_the_loop_what_the_loop_would(
         assert status.source == "prometheus"
         assert status.instances == tuple(expected)
     states = {s.rule.name: s.state for s in statuses}
-    # BrokenJoin (health "err", no alerts) is "inactive" without its lastError, as before this
-    # change: the engine takes a rule's error from its instances only.
+    # BrokenJoin (health "err", no alerts) keeps Prometheus' state "inactive"; its lastError is
+    # the status' error (tests/prometheus_compat).
     assert states == {"PodsHot": "firing", "SlowToFire": "pending", "NeverActive": "inactive",
                       "BrokenJoin": "inactive", "AlwaysOn": "firing"}  # fmt: skip
     slow = next(s for s in statuses if s.rule.name == "SlowToFire")

@@ -74,6 +74,7 @@ MIMIR = Flavour(
     answers={
         "/api/v1/rules": (FIXTURES / "mimir" / "rules_v1_alert.json").read_bytes(),
         "/api/v1/query": (FIXTURES / "mimir" / "query_v1_vector.json").read_bytes(),
+        "/api/v1/query_range": (FIXTURES / "mimir" / "query_range_v1_matrix.json").read_bytes(),
     },
     tenant=TENANT,
 )

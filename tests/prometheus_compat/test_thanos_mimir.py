@@ -76,11 +76,14 @@ async def test_client_joins_every_path_below_the_prefix_and_sends_the_headers(
     async with PrometheusClient(mimir.url, timeout=5, headers={TENANT_HEADER: TENANT}) as prom:
         groups = await prom.rules(kind="alert")
         samples = await prom.query("vector(42)")
+        series = await prom.query_range("vector(42)", start=0, end=60, step=30)
     assert [g["file"] for g in groups] == ["llm-alerts", "llm-alerts"]  # the namespace
     assert [s.value for s in samples] == [42.0]
+    assert [[v for _, v in s.points] for s in series] == [[42.0, 42.0, 42.0]]
     assert [r.path for r in mimir.requests] == [
         "/prometheus/api/v1/rules",
         "/prometheus/api/v1/query",
+        "/prometheus/api/v1/query_range",
     ]
     assert mimir.requests[0].params["type"] == ["alert"]
     assert all(r.headers["x-scope-orgid"] == TENANT for r in mimir.requests)
