@@ -104,6 +104,12 @@ def note(status: RuleStatus, now: float) -> str:
     return status.error or ""
 
 
+def _warns(status: RuleStatus) -> bool:
+    """The note is a warning: a stale state, or a rule whose evaluation failed (its state
+    is still Prometheus' own, so the state cell keeps its colour)."""
+    return status.stale_since is not None or status.health == "err"
+
+
 #: The findings colour of a run that ended without results, by why.
 FAILURE_COLOUR: dict[RunFailure, str | None] = {
     "no runbook": "error",
@@ -211,7 +217,7 @@ class BoardScreen(Screen[None]):
             (self.history_of(status.key, now), STATE_COLOUR[state], False),
             (f"{duration(now - evaluated)} ago" if evaluated is not None else "", None, False),
             (status.source, None, False),
-            (note(status, now), "warning" if status.stale_since is not None else None, False),
+            (note(status, now), "warning" if _warns(status) else None, False),
         )
 
     def history_of(self, alert: str, now: float) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 from rich.text import Text
@@ -75,6 +76,19 @@ async def test_board_lists_firing_then_pending_then_the_rest() -> None:
         assert unknown[8] == "stale 2m: prometheus at http://127.0.0.1:9090: refused"
         status_line = str(app.board.query_one("#board-status", Static).render())
         assert "5 alerts · 1 firing · 1 pending · 1 unknown" in status_line
+
+
+async def test_a_rule_whose_evaluation_failed_keeps_its_state_and_warns_with_the_error() -> None:
+    text = "evaluation failed: many-to-many matching not allowed"
+    broken = replace(status("BrokenJoin", "inactive", error=text), health="err", last_error=text)
+    app = make_app(FakeAlerts([broken]))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 1, "the first refresh")
+        row = board_rows(app)[0]
+        assert (row[0], row[1]) == ("○ inactive", "BrokenJoin")
+        assert row[-1] == text
+        cells = app.board.cells(broken, T0)
+        assert (cells[0][1], cells[-1][1]) == ("success", "warning")  # the state: as inactive
 
 
 async def test_the_last_hour_column_draws_each_alerts_history_as_a_sparkline() -> None:
