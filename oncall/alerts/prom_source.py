@@ -72,7 +72,9 @@ def instances_of(rule: dict[str, Any], now: float) -> list[AlertInstance]:
         fires_in = firing_for = None
         if active_since is not None:
             if state == "pending":
-                fires_in = max(0.0, duration - (now - active_since))
+                # Clamped to the rule's `for:` too: an activeAt a little after `now` (taken
+                # before the request, or a Prometheus clock ahead of ours) is not a longer wait.
+                fires_in = min(duration, max(0.0, duration - (now - active_since)))
             else:
                 firing_for = max(0.0, now - (active_since + duration))
         instances.append(

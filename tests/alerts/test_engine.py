@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from oncall.alerts.engine import AlertEngine
+from oncall.alerts.prom_source import instances_of
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import AlertRule, RuleStatus
 from tests.harness.faults import http_stub, refused_port, silent_listener
@@ -184,3 +185,15 @@ async def test_a_failure_keeps_its_reason_as_a_value_apart_from_its_text(
             for name, status in statuses.items():
                 assert (status.reason, status.unreachable) == (reason, unreachable), (source, name)
                 assert status.error is not None and status.error.startswith(dead)
+
+
+def test_countdown_never_exceeds_the_rules_for() -> None:
+    """An activeAt after the moment the refresh began (Prometheus evaluated during the
+    request, or its clock is ahead) still counts down from the rule's `for:`, not above it."""
+    now = 1_700_000_000.0
+    ahead = "2023-11-14T22:13:20.250Z"  # now + 0.25 s
+    rule = {"name": "Deployed", "duration": 4, "alerts": [{"state": "pending", "activeAt": ahead}]}
+    (instance,) = instances_of(rule, now)
+    assert instance.fires_in_s == 4.0
+    (later,) = instances_of(rule, now + 1.25)
+    assert later.fires_in_s == pytest.approx(3.0)
