@@ -23,20 +23,38 @@ class TerminalRun:
     output: str
 
 
+#: What to type at a prompt: a line (Enter is added), raw keys (bytes, e.g. b"\x04" for Ctrl-D),
+#: or a callable that gets the output so far and returns the line.
+Answer = str | bytes | Callable[[str], str]
+
+
+def _keys(answer: Answer, output: bytes) -> bytes:
+    if isinstance(answer, bytes):
+        return answer
+    text = answer(output.decode("utf-8", "replace")) if callable(answer) else answer
+    return text.encode() + b"\n"
+
+
 def run_on_terminal(
     args: Sequence[str],
-    answers: Sequence[tuple[str, str | Callable[[str], str]]] = (),
+    answers: Sequence[tuple[str, Answer]] = (),
     *,
     env: dict[str, str] | None = None,
     timeout: float = 120.0,
     module: str = "oncall",
+    typed_ahead: bytes = b"",
+    interrupt_at: str | None = None,
 ) -> TerminalRun:
     """`python -m oncall ARGS` on a pty; for each (prompt text, answer) in order, wait for the
-    prompt in the output, then type the answer (a callable gets the output so far: it may act,
-    e.g. change the cluster behind the preview's back, and returns the text to type). `module`:
-    another entry point that ends in oncall's (a test's wrapper around it)."""
+    prompt in the output, then type the answer (a callable may act, e.g. change the cluster
+    behind the preview's back, before it returns the text to type). `module`: another entry
+    point that ends in oncall's (a test's wrapper around it). `typed_ahead`: keys already in the
+    terminal's input buffer before the process starts. `interrupt_at`: once that text is on
+    the terminal, the process gets SIGINT, as Ctrl-C sends it to the foreground process."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
     master, slave = os.openpty()
+    if typed_ahead:  # in the input buffer before the process even starts
+        os.write(master, typed_ahead)
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         stdin=slave, stdout=slave, stderr=slave, env={**base, **(env or {})}, close_fds=True,
@@ -60,8 +78,10 @@ def run_on_terminal(
                 break
             if pending and pending[0][0].encode() in output:
                 _, answer = pending.pop(0)
-                text = answer(output.decode("utf-8", "replace")) if callable(answer) else answer
-                os.write(master, text.encode() + b"\n")
+                os.write(master, _keys(answer, output))
+            if interrupt_at is not None and interrupt_at.encode() in output:
+                proc.send_signal(signal.SIGINT)
+                interrupt_at = None
         code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if proc.poll() is None:

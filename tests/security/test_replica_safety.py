@@ -9,25 +9,17 @@ that does not hold is a 409, and the PDB is served (list/get) with its computed 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from oncall.backends.kube_write import KubeWriter
-from oncall.drill.kube_sim import KubeSim
 from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
 from oncall.errors import BackendError
 from oncall.settings.model import KubernetesSettings
-from tests.drill.kube.conftest import NS, Cluster, start_cluster
+from tests.drill.kube.conftest import NS, Cluster
 
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
-
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Cluster]:
-    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
 
 
 def _writer(cluster: Cluster, context: str | None = None) -> KubeWriter:

@@ -14,31 +14,15 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-from oncall.drill.kube_sim import KubeSim
 from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
 from oncall.remediation.executor import Remediator
 from oncall.settings import Settings
-from tests.drill.kube.conftest import NS, Cluster, start_cluster
-from tests.harness.servers import RunningServer, redis_server
-
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Cluster]:
-    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    server: RunningServer
-    with redis_server(tmp_path / "redis") as server:
-        yield server.url
+from tests.drill.kube.conftest import NS, Cluster
 
 
 def _config(tmp: Path, cluster: Cluster, redis_url: str, name: str, context: str | None) -> Path:
@@ -79,6 +63,20 @@ async def _request(requester: Remediator, pod: str) -> tuple[str, asyncio.Task[A
     return action_id, asyncio.ensure_future(rule.wait(action_id, timeout_s=30))
 
 
+async def _approve_without_terminal(
+    config: Path, action_id: str, *extra: str, env: dict[str, str] | None = None
+) -> tuple[int | None, str]:
+    """`oncall --config CONFIG remediate approve ACTION_ID EXTRA...` with stdin from /dev/null
+    (no terminal to type a confirmation on); its exit code and output (stdout and stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "oncall", "--config", str(config), "remediate", "approve",
+        action_id, *extra, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode()
+
+
 async def test_a_spoofed_user_on_the_requesters_credentials_is_the_requester(
     drill: Cluster, redis_url: str, tmp_path: Path
 ) -> None:
@@ -89,14 +87,8 @@ async def test_a_spoofed_user_on_the_requesters_credentials_is_the_requester(
         try:
             # mallory: another $USER, another process, the same kubeconfig user.
             env = {**os.environ, "USER": "mallory", "LOGNAME": "mallory"}
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "oncall", "--config", str(me), "remediate", "approve",
-                action_id, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, env=env,
-            )  # fmt: skip
-            out, _ = await asyncio.wait_for(proc.communicate(), 60)
-            assert proc.returncode == 1, out
-            text = out.decode()
+            code, text = await _approve_without_terminal(me, action_id, env=env)
+            assert code == 1, text
             assert "refused: self-approval is refused: oncall-operator@" in text
             assert not waiting.done()
         finally:
@@ -117,18 +109,13 @@ async def test_another_identity_without_a_terminal_is_refused_and_audited(
         action_id, waiting = await _request(requester, pod)
         try:
             for extra in (["--read-only"], []):
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "oncall", "--config", str(peer), "remediate", "approve",
-                    action_id, *extra, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                )  # fmt: skip
-                out, _ = await asyncio.wait_for(proc.communicate(), 60)
-                assert proc.returncode == 1, out
+                code, out = await _approve_without_terminal(peer, action_id, *extra)
+                assert code == 1, out
                 if extra:
-                    assert "refused: read-only" in out.decode() or "read-only" in out.decode()
+                    assert "refused: read-only" in out or "read-only" in out
                 else:
-                    assert "a typed confirmation needs a terminal" in out.decode()
-                    assert "PREVIEW rebuild-pod" in out.decode()
+                    assert "a typed confirmation needs a terminal" in out
+                    assert "PREVIEW rebuild-pod" in out
             assert not waiting.done()
         finally:
             waiting.cancel()

@@ -9,39 +9,20 @@ API (Leases) and a real redis-server (the degradation key and the guards).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import select
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 import yaml
 
-from oncall.drill.kube_sim import KubeSim
-from tests.drill.kube.conftest import NS, Cluster, start_cluster
-from tests.harness.servers import RunningServer, redis_server
+from tests.drill.kube.conftest import NS, Cluster
+from tests.harness.servers import RunningServer
+from tests.harness.terminal import Answer, run_on_terminal
 
 #: What the confirmation asks to type for the degradation level (the Redis key's name).
 WORD = "ai-gateway:degradation-level"
-
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Cluster]:
-    yield from start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2))
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    server: RunningServer
-    with redis_server(tmp_path / "redis") as server:
-        yield server.url
 
 
 def _typed_ahead(
@@ -49,49 +30,17 @@ def _typed_ahead(
     early: bytes,
     timeout: float = 60.0,
     *,
-    answer: bytes = b"\x04",
-    interrupt_at: bytes | None = None,
+    answer: Answer = b"\x04",
+    interrupt_at: str | None = None,
 ) -> tuple[int, str]:
     """Run oncall on a pty with `early` already typed; at the prompt, type `answer` (by
     default: end the input, Ctrl-D). With `interrupt_at`, once that text is on the terminal
     the process gets SIGINT, as Ctrl-C sends it to the foreground process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
-    master, slave = os.openpty()
-    os.write(master, early)  # in the terminal's input buffer before the process even starts
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oncall", *args],
-        stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+    run = run_on_terminal(
+        args, [("to confirm", answer)], timeout=timeout, typed_ahead=early,
+        interrupt_at=interrupt_at,
     )  # fmt: skip
-    os.close(slave)
-    output, answered = b"", False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:
-                    chunk = b""
-                if not chunk:
-                    break
-                output += chunk
-            elif proc.poll() is not None:
-                break
-            if not answered and b"to confirm" in output:
-                os.write(master, answer)
-                answered = True
-            if interrupt_at is not None and interrupt_at in output:
-                proc.send_signal(signal.SIGINT)
-                interrupt_at = None
-        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-        with contextlib.suppress(OSError):
-            os.close(master)
-    return code, output.decode("utf-8", "replace")
+    return run.code, run.output
 
 
 def _config(
@@ -159,7 +108,7 @@ def test_ctrl_c_during_verification_leaves_a_record_and_no_traceback(
     config, audit = _config(tmp_path, drill, redis_url, prometheus={"url": prometheus_srv.url})
     code, output = _typed_ahead(
         ["--config", str(config), "remediate", "set-degradation-level", "2"], b"",
-        answer=f"{WORD}\n".encode(), interrupt_at=b"waiting for the gateway",
+        answer=WORD, interrupt_at="waiting for the gateway",
     )  # fmt: skip
     assert code == 130, output
     assert "oncall: interrupted" in output and "Traceback" not in output, output
