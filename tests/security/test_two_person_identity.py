@@ -15,8 +15,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import pytest
 import yaml
 
 from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
@@ -37,6 +38,22 @@ def _config(tmp: Path, cluster: Cluster, redis_url: str, name: str, context: str
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+class Parties(NamedTuple):
+    """A Ready vLLM pod, and the configs of its two people: the requester (the operator's
+    kubeconfig context) and the peer (another Kubernetes user); each audits to its own log."""
+
+    pod: str
+    requester: Path
+    peer: Path
+
+
+@pytest.fixture
+def parties(drill: Cluster, redis_url: str, tmp_path: Path) -> Parties:
+    pod = drill.ready_pods(2)[0].metadata.name
+    me = _config(tmp_path, drill, redis_url, "requester", None)
+    return Parties(pod, me, _config(tmp_path, drill, redis_url, "peer", PEER_CONTEXT))
 
 
 def _settings(path: Path) -> Settings:
@@ -78,10 +95,9 @@ async def _approve_without_terminal(
 
 
 async def test_a_spoofed_user_on_the_requesters_credentials_is_the_requester(
-    drill: Cluster, redis_url: str, tmp_path: Path
+    parties: Parties, tmp_path: Path
 ) -> None:
-    pod = drill.ready_pods(2)[0].metadata.name
-    me = _config(tmp_path, drill, redis_url, "requester", None)
+    pod, me, _peer = parties
     async with Remediator.from_settings(_settings(me)) as requester:
         action_id, waiting = await _request(requester, pod)
         try:
@@ -100,11 +116,9 @@ async def test_a_spoofed_user_on_the_requesters_credentials_is_the_requester(
 
 
 async def test_another_identity_without_a_terminal_is_refused_and_audited(
-    drill: Cluster, redis_url: str, tmp_path: Path
+    parties: Parties, tmp_path: Path
 ) -> None:
-    pod = drill.ready_pods(2)[0].metadata.name
-    me = _config(tmp_path, drill, redis_url, "requester", None)
-    peer = _config(tmp_path, drill, redis_url, "peer", PEER_CONTEXT)
+    pod, me, peer = parties
     async with Remediator.from_settings(_settings(me)) as requester:
         action_id, waiting = await _request(requester, pod)
         try:
@@ -126,11 +140,9 @@ async def test_another_identity_without_a_terminal_is_refused_and_audited(
 
 
 async def test_another_identity_confirming_approves_and_both_logs_say_so(
-    drill: Cluster, redis_url: str, tmp_path: Path
+    parties: Parties, tmp_path: Path
 ) -> None:
-    pod = drill.ready_pods(2)[0].metadata.name
-    me = _config(tmp_path, drill, redis_url, "requester", None)
-    peer = _config(tmp_path, drill, redis_url, "peer", PEER_CONTEXT)
+    pod, me, peer = parties
     shown: list[tuple[str, str]] = []
 
     async def typed(preview: str, word: str) -> bool:
@@ -152,12 +164,8 @@ async def test_another_identity_confirming_approves_and_both_logs_say_so(
     assert record["detail"]["approval_of"].startswith("oncall-operator@")
 
 
-async def test_a_request_dies_with_its_requester(
-    drill: Cluster, redis_url: str, tmp_path: Path
-) -> None:
-    pod = drill.ready_pods(2)[0].metadata.name
-    me = _config(tmp_path, drill, redis_url, "requester", None)
-    peer = _config(tmp_path, drill, redis_url, "peer", PEER_CONTEXT)
+async def test_a_request_dies_with_its_requester(parties: Parties, tmp_path: Path) -> None:
+    pod, me, peer = parties
     # The requester is a real process that asks, then ends (killed, or the terminal closed).
     script = (
         "import asyncio, sys\n"
