@@ -3,8 +3,9 @@
 - `refused_port()`: nothing listens there.
 - `silent_listener()`: the kernel completes the TCP handshake (listen backlog) but nobody ever
   reads or answers: the shape of a hung server.
-- `http_stub(status, body)`: a real HTTP server answering every request with a fixed reply
-  (a 503 from a broken proxy, an HTML error page where JSON was expected).
+- `answering_server(answer)`: a real HTTP server answering every request with `answer(path)`
+  (a lying backend); `http_stub(status, body)`: one answering with a fixed reply (a 503 from a
+  broken proxy, an HTML error page where JSON was expected).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.harness.processes import free_port
@@ -30,20 +31,31 @@ def silent_listener() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
+#: An HTTP reply: status, content type, body.
+Reply = tuple[int, str, bytes]
+
+
 @contextlib.contextmanager
-def http_stub(status: int, body: bytes, content_type: str = "text/html") -> Iterator[str]:
+def answering_server(answer: Callable[[str], Reply]) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (free port) answering every GET and POST with
+    `answer(path)` (a request's body is read and ignored); yields its base URL."""
+
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
+        def _reply(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            status, kind, body = answer(self.path)
             self.send_response(status)
-            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
-        do_POST = do_GET
+        do_GET = do_POST = _reply
 
         def log_message(self, format: str, *args: object) -> None:
-            return
+            pass  # quiet: the tests read the client's output, not the server's
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -54,3 +66,10 @@ def http_stub(status: int, body: bytes, content_type: str = "text/html") -> Iter
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def http_stub(
+    status: int, body: bytes, content_type: str = "text/html"
+) -> contextlib.AbstractContextManager[str]:
+    """A server answering every request with this one reply."""
+    return answering_server(lambda _path: (status, content_type, body))

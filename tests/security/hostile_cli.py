@@ -1,14 +1,13 @@
-"""What the hostile-input tests share: the CLI run in-process (fast enough for a fuzz suite)
-and a lying HTTP backend on a free loopback port. Not a conftest: an ordinary module."""
+"""What the hostile-input tests share: the CLI run in-process (fast enough for a fuzz suite).
+Their lying HTTP backend is tests/harness/faults.py's `answering_server`. Not a conftest: an
+ordinary module."""
 
 from __future__ import annotations
 
 import contextlib
-import http.server
 import io
 import os
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from oncall.cli.main import main
@@ -63,39 +62,3 @@ def run_inprocess(*argv: str, env: dict[str, str] | None = None) -> Ran:
         os.environ.clear()
         os.environ.update(saved)
     return Ran(code, out.getvalue(), err.getvalue())
-
-
-Answer = tuple[int, str, bytes]  # status, content type, body
-
-
-@contextlib.contextmanager
-def lying_backend(answer: Callable[[str], Answer]) -> Iterator[str]:
-    """A real HTTP server on 127.0.0.1 (free port) answering every request with
-    `answer(path)`; yields its base URL."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def _reply(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            status, kind, body = answer(self.path)
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = _reply
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # quiet: the tests read oncall's output, not the server's
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from oncall.errors import EXIT_INCOMPLETE
+from tests.harness.faults import Reply, answering_server
 from tests.harness.servers import RunningServer
-from tests.security.hostile_cli import Answer, lying_backend, run_inprocess
+from tests.security.hostile_cli import run_inprocess
 
 LOGIN_PAGE = b"<!doctype html><html><body><form action='/oauth2/sign_in'>Sign in</form></html>"
 
-LIARS: dict[str, tuple[Answer, str]] = {
+LIARS: dict[str, tuple[Reply, str]] = {
     "401": ((401, "application/json", b'{"error": "unauthorized"}'), "auth"),
     "403": ((403, "text/plain", b"forbidden"), "auth"),
     "html login page": ((200, "text/html", LOGIN_PAGE), "bad payload"),
@@ -34,7 +35,7 @@ QUIET = ("--set", "kubernetes.timeout=1s", "--set", "redis.url=redis://127.0.0.1
 @pytest.mark.parametrize("liar", list(LIARS))
 def test_alerts_exit_3_with_the_reason_when_prometheus_lies(liar: str) -> None:
     answer, reason = LIARS[liar]
-    with lying_backend(lambda _path: answer) as url:
+    with answering_server(lambda _path: answer) as url:
         table = run_inprocess("--set", f"prometheus.url={url}", "alerts")
         as_json = run_inprocess("--set", f"prometheus.url={url}", "alerts", "-o", "json")
     assert table.code == EXIT_INCOMPLETE, table.output
@@ -51,7 +52,7 @@ def _check_with_a_liar(
     """`oncall check ALERT -o json` with the liar as vLLM (and as Prometheus unless one is
     given); the steps, the liar's URL and the reason expected. Exit 3 is asserted here."""
     answer, reason = LIARS[liar]
-    with lying_backend(lambda _path: answer) as url:
+    with answering_server(lambda _path: answer) as url:
         ran = run_inprocess(
             "--set", f"prometheus.url={prometheus or url}", "--set", f"vllm.urls={url}", *QUIET,
             "check", alert, "-o", "json",

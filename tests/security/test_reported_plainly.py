@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE
+from tests.harness.faults import Reply, answering_server
 from tests.harness.servers import RunningServer
-from tests.security.hostile_cli import Answer, lying_backend, run_inprocess
+from tests.security.hostile_cli import run_inprocess
 
 
 def test_a_timed_out_step_names_its_backend(prometheus_srv: RunningServer) -> None:
@@ -23,11 +24,11 @@ def test_a_timed_out_step_names_its_backend(prometheus_srv: RunningServer) -> No
     longer than the step's, so the step's timeout is what ends the wait."""
     release = threading.Event()
 
-    def hang(_path: str) -> Answer:
+    def hang(_path: str) -> Reply:
         release.wait(timeout=30)  # bounded: the test sets it once oncall has given up
         return 200, "text/plain", b""
 
-    with lying_backend(hang) as url:
+    with answering_server(hang) as url:
         try:
             ran = run_inprocess(
                 "--set", f"prometheus.url={prometheus_srv.url}", "--set", f"vllm.urls={url}",

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from oncall.redaction import MASK, RedactingStream, forget_secrets, redact, register_secret
-from tests.security.hostile_cli import lying_backend, run_inprocess
+from tests.harness.faults import answering_server
+from tests.security.hostile_cli import run_inprocess
 
 PROM_PW = "pr0m-Passw0rd"
 VLLM_PW = "vllm-S3cret"
@@ -96,7 +97,7 @@ def _urls(url: str) -> tuple[str, str]:
 
 
 def test_alerts_header_json_and_echoed_credentials_are_redacted() -> None:
-    with lying_backend(lambda _p: (401, "application/json", ECHO_BODY)) as url:
+    with answering_server(lambda _p: (401, "application/json", ECHO_BODY)) as url:
         prom, _ = _urls(url)
         table = run_inprocess("--set", f"prometheus.url={prom}", "alerts")
         as_json = run_inprocess("--set", f"prometheus.url={prom}", "alerts", "-o", "json")
@@ -107,7 +108,7 @@ def test_alerts_header_json_and_echoed_credentials_are_redacted() -> None:
 
 
 def test_check_reasons_summaries_and_curl_equivalents_are_redacted() -> None:
-    with lying_backend(lambda _p: (401, "application/json", ECHO_BODY)) as url:
+    with answering_server(lambda _p: (401, "application/json", ECHO_BODY)) as url:
         prom, vllm = _urls(url)
         args = ("--set", f"prometheus.url={prom}", "--set", f"vllm.urls={vllm}",
                 "--set", "kubernetes.timeout=1s")  # fmt: skip
@@ -124,7 +125,7 @@ def test_configured_token_from_the_environment_is_masked_in_errors() -> None:
     """A token given by environment is registered and masked even where a backend echoes it
     in a form no pattern knows."""
     body = json.dumps({"error": "bad key", "you_sent": "tok-123456"}).encode()
-    with lying_backend(lambda _p: (403, "application/json", body)) as url:
+    with answering_server(lambda _p: (403, "application/json", body)) as url:
         ran = run_inprocess(
             "--set", f"prometheus.url={url}", "alerts",
             env={"ONCALL_PROMETHEUS__BEARER_TOKEN": "tok-123456"},
