@@ -19,7 +19,7 @@ from oncall.probes.context import ProbeContext
 from oncall.probes.kube_facts import pod_facts
 from oncall.probes.kube_logs import PROBES, LogsParams, logs_equivalent
 from oncall.settings.model import KubernetesSettings, Settings
-from tests.drill.kube.conftest import wait_until
+from tests.drill.kube.conftest import PrintingHook, wait_until
 
 NS = "ai"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -32,30 +32,16 @@ SECRET_LINES = (
 )
 
 
-class RecordedLogs:
+def _recorded(status: Mapping[str, Any]) -> bytes:
     """The first instance of every pod printed the recorded CUDA OOM log (plus secrets); later
     instances print one INFO line."""
-
-    def __init__(self) -> None:
-        self.logs: dict[str, bytes] = {}
-
-    async def started(self, pod: Mapping[str, Any]) -> Mapping[str, str] | None:
-        status = pod["status"]["containerStatuses"][0]
-        first = int(status.get("restartCount") or 0) == 0
-        body = SECRET_LINES + CUDA_OOM_LOG if first else b"INFO Application startup complete.\n"
-        self.logs[status["containerID"]] = body
-        return None
-
-    async def stopped(self, pod: Mapping[str, Any]) -> None:
-        return None
-
-    def container_log(self, container_id: str) -> bytes | None:
-        return self.logs.get(container_id)
+    first = int(status.get("restartCount") or 0) == 0
+    return SECRET_LINES + CUDA_OOM_LOG if first else b"INFO Application startup complete.\n"
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[KubeSim, SimulatorThread, Settings]]:
-    sim = KubeSim(hook=RecordedLogs(), start_delay=0.02, resync=0.1)
+    sim = KubeSim(hook=PrintingHook(_recorded), start_delay=0.02, resync=0.1)
     with SimulatorThread(sim) as server:
         path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
         wait_until("2 ready pods", lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2)

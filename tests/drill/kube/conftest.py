@@ -12,7 +12,7 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +143,26 @@ class Cluster:
             return ready if len(ready) == expected == len(pods) else None
 
         return wait_until(f"{expected} ready pods", probe)
+
+
+class PrintingHook:
+    """A pod hook whose every started container instance 'prints' `output(containerStatus)`:
+    kept per containerID, as the kubelet keeps each instance's log (`ContainerLogs`)."""
+
+    def __init__(self, output: Callable[[Mapping[str, Any]], bytes]) -> None:
+        self._output = output
+        self.logs: dict[str, bytes] = {}
+
+    async def started(self, pod: Mapping[str, Any]) -> Mapping[str, str] | None:
+        status = pod["status"]["containerStatuses"][0]
+        self.logs[status["containerID"]] = self._output(status)
+        return None
+
+    async def stopped(self, pod: Mapping[str, Any]) -> None:
+        return None
+
+    def container_log(self, container_id: str) -> bytes | None:
+        return self.logs.get(container_id)
 
 
 class TlsSimulator:

@@ -15,6 +15,7 @@ from tests.drill.kube.conftest import (
     DELAY_S,
     NS,
     Cluster,
+    PrintingHook,
     StrictCheck,
     start_cluster,
     status_of,
@@ -22,27 +23,15 @@ from tests.drill.kube.conftest import (
 )
 
 
-class LoggingHook:
-    """Each started container instance 'prints' three lines naming its containerID."""
-
-    def __init__(self) -> None:
-        self.logs: dict[str, bytes] = {}
-
-    async def started(self, pod: Mapping[str, Any]) -> Mapping[str, str] | None:
-        cid = pod["status"]["containerStatuses"][0]["containerID"]
-        self.logs[cid] = f"INFO start {cid}\nINFO serving\nERROR last words of {cid}\n".encode()
-        return None
-
-    async def stopped(self, pod: Mapping[str, Any]) -> None:
-        return None
-
-    def container_log(self, container_id: str) -> bytes | None:
-        return self.logs.get(container_id)
+def _three_lines(status: Mapping[str, Any]) -> bytes:
+    """Each instance 'prints' three lines naming its containerID."""
+    cid = status["containerID"]
+    return f"INFO start {cid}\nINFO serving\nERROR last words of {cid}\n".encode()
 
 
 @pytest.fixture
-def logged(tmp_path: Path, strict: StrictCheck) -> Iterator[tuple[Cluster, LoggingHook]]:
-    hook = LoggingHook()
+def logged(tmp_path: Path, strict: StrictCheck) -> Iterator[tuple[Cluster, PrintingHook]]:
+    hook = PrintingHook(_three_lines)
     for cluster in start_cluster(tmp_path, KubeSim(hook=hook, start_delay=DELAY_S, resync=0.2)):
         yield cluster, hook
 
@@ -54,7 +43,7 @@ def _error(call: Any) -> tuple[int, str, str]:
     return info.value.status, status["reason"], status["message"]
 
 
-def test_current_and_previous_instance_logs(logged: tuple[Cluster, LoggingHook]) -> None:
+def test_current_and_previous_instance_logs(logged: tuple[Cluster, PrintingHook]) -> None:
     cluster, _ = logged
     core = cluster.core(read_only=True)  # reading logs is a `get` the read-only user may do
     name = cluster.ready_pods(2)[0].metadata.name
@@ -83,7 +72,7 @@ def test_current_and_previous_instance_logs(logged: tuple[Cluster, LoggingHook])
     assert core.read_namespaced_pod_log(name, NS, tail_lines=0) == ""
 
 
-def test_log_errors_are_the_apiservers(logged: tuple[Cluster, LoggingHook]) -> None:
+def test_log_errors_are_the_apiservers(logged: tuple[Cluster, PrintingHook]) -> None:
     cluster, _ = logged
     core = cluster.core()
     name = cluster.ready_pods(2)[0].metadata.name
