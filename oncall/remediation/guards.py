@@ -33,7 +33,8 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, ClassVar
 
 from oncall.backends.redis import RedisClient
 from oncall.backends.redis_write import RedisWriter
@@ -75,37 +76,39 @@ def read_only_guard(settings: Settings, *, flag: bool) -> GuardVerdict:
     return GuardVerdict("read-only", True, "not in read-only mode", {"sources": []})
 
 
-class RateLimit:
+@dataclass(eq=False, repr=False)  # no repr: it would print the clients
+class RedisGuard:
+    """What the guards that keep their state in Redis share: they read it through `client`,
+    write it through `writer`, under keys that start with `prefix`, and decide on `clock`'s
+    time (see the module docstring for why wall-clock)."""
+
+    guard: ClassVar[str]
+
+    client: RedisClient
+    writer: RedisWriter
+    _: KW_ONLY
+    prefix: str = GUARD_PREFIX
+    clock: Clock = time.time
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class RateLimit(RedisGuard):
     """At most `actions` actions STARTED on one target within any `window_s` (sliding window)."""
 
     guard = "rate-limit"
 
-    def __init__(
-        self,
-        client: RedisClient,
-        writer: RedisWriter,
-        *,
-        actions: int,
-        window_s: float,
-        prefix: str = GUARD_PREFIX,
-        clock: Clock = time.time,
-    ) -> None:
-        self._client = client
-        self._writer = writer
-        self.actions = actions
-        self.window_s = window_s
-        self.prefix = prefix
-        self._clock = clock
+    actions: int
+    window_s: float
 
     def key(self, target: str) -> str:
         return f"{self.prefix}:rate:{target}"
 
     async def check(self, target: str) -> GuardVerdict:
         """Refused when `actions` actions already started on `target` within the window."""
-        now = self._clock()
+        now = self.clock()
         try:
             # "(" makes the bound exclusive: an action exactly one window old has left it.
-            started = await self._client.zrangebyscore(
+            started = await self.client.zrangebyscore(
                 self.key(target), f"({now - self.window_s!r}", "+inf"
             )
         except BackendError as exc:
@@ -138,14 +141,15 @@ class RateLimit:
 
         Raises BackendError when Redis does not take it (the executor then does not act).
         """
-        now = self._clock()
+        now = self.clock()
         member = f"{now!r} {uuid.uuid4().hex}"
-        return await self._writer.record_in_window(
+        return await self.writer.record_in_window(
             self.key(target), member, score=now, window_s=self.window_s
         )
 
 
-class CircuitBreaker:
+@dataclass(eq=False, repr=False, kw_only=True)
+class CircuitBreaker(RedisGuard):
     """GLOBAL breaker: after `failures` failed actions (any targets) within `cooldown_s`, refuse
     every action until `cooldown_s` has passed since it opened.
 
@@ -157,22 +161,8 @@ class CircuitBreaker:
 
     guard = "circuit-breaker"
 
-    def __init__(
-        self,
-        client: RedisClient,
-        writer: RedisWriter,
-        *,
-        failures: int,
-        cooldown_s: float,
-        prefix: str = GUARD_PREFIX,
-        clock: Clock = time.time,
-    ) -> None:
-        self._client = client
-        self._writer = writer
-        self.failures = failures
-        self.cooldown_s = cooldown_s
-        self.prefix = prefix
-        self._clock = clock
+    failures: int
+    cooldown_s: float
 
     @property
     def failures_key(self) -> str:
@@ -184,9 +174,9 @@ class CircuitBreaker:
 
     async def check(self) -> GuardVerdict:
         """Refused while the breaker is open."""
-        now = self._clock()
+        now = self.clock()
         try:
-            raw = await self._client.get(self.open_key)
+            raw = await self.client.get(self.open_key)
             if raw is None:
                 return GuardVerdict(self.guard, True, "circuit breaker closed", {})
             try:
@@ -196,7 +186,7 @@ class CircuitBreaker:
             except (ValueError, KeyError, TypeError):
                 # Written by someone else (or another version): still open while Redis keeps it.
                 state = {"unreadable": raw}
-                closes_in = await self._client.ttl(self.open_key) or self.cooldown_s
+                closes_in = await self.client.ttl(self.open_key) or self.cooldown_s
                 count = self.failures
         except BackendError as exc:
             return _unavailable(self.guard, exc)
@@ -216,16 +206,16 @@ class CircuitBreaker:
         A failure while already open (from an action that started before it opened) restarts
         the cooldown. Raises BackendError when Redis does not take it.
         """
-        now = self._clock()
+        now = self.clock()
         member = json.dumps(
             {"id": uuid.uuid4().hex, "at": now, "target": target, "reason": reason[:200]}
         )
-        count = await self._writer.record_in_window(
+        count = await self.writer.record_in_window(
             self.failures_key, member, score=now, window_s=self.cooldown_s
         )
         if count < self.failures:
             return False
-        recent = await self._client.zrangebyscore(
+        recent = await self.client.zrangebyscore(
             self.failures_key, f"({now - self.cooldown_s!r}", "+inf"
         )
         targets = sorted({_failure_target(m) for m, _ in recent} - {""})
@@ -236,7 +226,7 @@ class CircuitBreaker:
             "targets": targets,
             "last_reason": reason[:200],
         }
-        await self._writer.set(self.open_key, json.dumps(state), expire_s=self.cooldown_s)
+        await self.writer.set(self.open_key, json.dumps(state), expire_s=self.cooldown_s)
         return True
 
     async def record_success(self) -> None:

@@ -23,16 +23,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
-from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oncall.backends.redis import RedisClient
-from oncall.backends.redis_write import RedisWriter
 from oncall.errors import BackendError
 from oncall.model.write_path import GuardVerdict
-from oncall.remediation.guards import APPROVAL_PREFIX, Clock, _unavailable
+from oncall.remediation.guards import APPROVAL_PREFIX, RedisGuard, _unavailable
 from oncall.settings.durations import format_duration
 
 #: How long a request outlives its requester's last poll (the requester renews it every poll).
@@ -76,7 +73,8 @@ def _requester_gone(request: dict[str, str]) -> str | None:
     return None
 
 
-class TwoPersonRule:
+@dataclass(eq=False, repr=False, kw_only=True)
+class TwoPersonRule(RedisGuard):
     """Actions named in `actions` need a second person's approval before they run.
 
     The requester stores a pending request under the action's id; another person (another
@@ -86,24 +84,10 @@ class TwoPersonRule:
 
     guard = "two-person"
 
-    def __init__(
-        self,
-        client: RedisClient,
-        writer: RedisWriter,
-        *,
-        actions: Iterable[str],
-        timeout_s: float,
-        prefix: str = APPROVAL_PREFIX,
-        clock: Clock = time.time,
-        poll_s: float = 0.2,
-    ) -> None:
-        self._client = client
-        self._writer = writer
-        self.actions = frozenset(actions)
-        self.timeout_s = timeout_s
-        self.prefix = prefix
-        self._clock = clock
-        self.poll_s = poll_s
+    actions: frozenset[str]
+    timeout_s: float
+    prefix: str = APPROVAL_PREFIX
+    poll_s: float = 0.2
 
     def key(self, action_id: str) -> str:
         return f"{self.prefix}:{action_id}"
@@ -120,7 +104,7 @@ class TwoPersonRule:
         `shown`: what the approver is shown and checked against (preview, confirm_word,
         target_json); this process's host, pid and start time are added.
         """
-        now = self._clock()
+        now = self.clock()
         pid = os.getpid()
         fields = {
             **shown,
@@ -133,11 +117,11 @@ class TwoPersonRule:
             "requested_at": repr(now),
             "expires_at": repr(now + self.timeout_s),
         }
-        await self._writer.replace_hash(self.key(action_id), fields, expire_s=self.timeout_s)
+        await self.writer.replace_hash(self.key(action_id), fields, expire_s=self.timeout_s)
         await self._beat(action_id)
 
     async def _beat(self, action_id: str) -> None:
-        await self._writer.set(f"{self.key(action_id)}:alive", "1", expire_s=HEARTBEAT_S)
+        await self.writer.set(f"{self.key(action_id)}:alive", "1", expire_s=HEARTBEAT_S)
 
     def _missing(self, action_id: str) -> GuardVerdict:
         reason = f"no pending approval request {action_id} (never made, or expired)"
@@ -154,7 +138,7 @@ class TwoPersonRule:
                 f"approval request {action_id} was already approved by {request['approved_by']}"
             )
             return GuardVerdict(self.guard, False, reason, detail)
-        if self._clock() >= float(request.get("expires_at", "0")):
+        if self.clock() >= float(request.get("expires_at", "0")):
             reason = f"approval request {action_id} expired"
             return GuardVerdict(self.guard, False, reason, detail)
         return None
@@ -164,7 +148,7 @@ class TwoPersonRule:
     ) -> tuple[dict[str, str], GuardVerdict | None]:
         """The request `approver` may approve (to show its preview), or why they may not."""
         try:
-            request = await self._client.hgetall(self.key(action_id))
+            request = await self.client.hgetall(self.key(action_id))
             refused = self._not_pending(action_id, request)
             if refused is not None:
                 return request, refused
@@ -172,7 +156,7 @@ class TwoPersonRule:
                 "action_id": action_id, "requester": request.get("requester"), "approver": approver,
             }  # fmt: skip
             gone = _requester_gone(request)
-            if gone is None and await self._client.get(f"{self.key(action_id)}:alive") is None:
+            if gone is None and await self.client.get(f"{self.key(action_id)}:alive") is None:
                 gone = f"the requester stopped waiting (no heartbeat for {HEARTBEAT_S:g}s)"
             if gone:
                 return request, GuardVerdict(self.guard, False, f"the request died: {gone}", detail)
@@ -191,9 +175,9 @@ class TwoPersonRule:
         if refused is not None:
             return refused
         try:
-            if not await self._writer.claim_field(key, "approved_by", approver):
+            if not await self.writer.claim_field(key, "approved_by", approver):
                 # It changed between our read and EXEC: approved by another, or expired.
-                request = await self._client.hgetall(key)
+                request = await self.client.hgetall(key)
                 return self._not_pending(action_id, request) or self._missing(action_id)
         except (BackendError, KeyError, ValueError) as exc:
             return self._broken(exc)
@@ -216,7 +200,7 @@ class TwoPersonRule:
         key = self.key(action_id)
         try:
             while True:
-                request = await self._client.hgetall(key)
+                request = await self.client.hgetall(key)
                 if "approved_by" in request:
                     approver = request["approved_by"]
                     detail = {"action_id": action_id, "requester": request.get("requester"),
@@ -225,13 +209,13 @@ class TwoPersonRule:
                 if not request:
                     return self._missing(action_id)
                 lifetime = float(request["expires_at"]) - float(request["requested_at"])
-                expired = self._clock() >= float(request["expires_at"])
+                expired = self.clock() >= float(request["expires_at"])
                 left = deadline - loop.time()
                 if expired or left <= 0:
                     break
                 await self._beat(action_id)
                 await asyncio.sleep(min(self.poll_s, left))
-            await self._writer.delete(key)
+            await self.writer.delete(key)
         except (BackendError, KeyError, ValueError) as exc:
             return self._broken(exc)
         reason = f"no second person approved within {format_duration(limit)}"

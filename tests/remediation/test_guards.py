@@ -68,7 +68,7 @@ def two_person(client: RedisClient, prefix: str, clock: Clock | None = None) -> 
     return TwoPersonRule(
         client,
         RedisWriter(client),
-        actions=["rebuild-pod"],
+        actions=frozenset({"rebuild-pod"}),
         timeout_s=120,
         prefix=prefix,
         clock=clock or time.time,
@@ -322,7 +322,7 @@ async def test_every_guard_fails_closed_on_a_silent_redis() -> None:
             writer = RedisWriter(client)
             limit = RateLimit(client, writer, actions=3, window_s=600)
             guard = CircuitBreaker(client, writer, failures=3, cooldown_s=900)
-            rule = TwoPersonRule(client, writer, actions=["rebuild-pod"], timeout_s=120)
+            rule = TwoPersonRule(client, writer, actions=frozenset({"rebuild-pod"}), timeout_s=120)
             checks = {
                 "rate-limit": lambda: limit.check(POD),
                 "circuit-breaker": guard.check,
