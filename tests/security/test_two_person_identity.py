@@ -14,6 +14,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -80,6 +82,18 @@ async def _request(requester: Remediator, pod: str) -> tuple[str, asyncio.Task[A
     return action_id, asyncio.ensure_future(rule.wait(action_id, timeout_s=30))
 
 
+@asynccontextmanager
+async def _pending(config: Path, pod: str) -> AsyncIterator[tuple[str, asyncio.Task[Any]]]:
+    """The requester of `config` asks for a rebuild of `pod` and waits for approval (the
+    action's id and the wait); the wait is cancelled on the way out."""
+    async with Remediator.from_settings(_settings(config)) as requester:
+        action_id, waiting = await _request(requester, pod)
+        try:
+            yield action_id, waiting
+        finally:
+            waiting.cancel()
+
+
 async def _approve_without_terminal(
     config: Path, action_id: str, *extra: str, env: dict[str, str] | None = None
 ) -> tuple[int | None, str]:
@@ -98,17 +112,13 @@ async def test_a_spoofed_user_on_the_requesters_credentials_is_the_requester(
     parties: Parties, tmp_path: Path
 ) -> None:
     pod, me, _peer = parties
-    async with Remediator.from_settings(_settings(me)) as requester:
-        action_id, waiting = await _request(requester, pod)
-        try:
-            # mallory: another $USER, another process, the same kubeconfig user.
-            env = {**os.environ, "USER": "mallory", "LOGNAME": "mallory"}
-            code, text = await _approve_without_terminal(me, action_id, env=env)
-            assert code == 1, text
-            assert "refused: self-approval is refused: oncall-operator@" in text
-            assert not waiting.done()
-        finally:
-            waiting.cancel()
+    async with _pending(me, pod) as (action_id, waiting):
+        # mallory: another $USER, another process, the same kubeconfig user.
+        env = {**os.environ, "USER": "mallory", "LOGNAME": "mallory"}
+        code, text = await _approve_without_terminal(me, action_id, env=env)
+        assert code == 1, text
+        assert "refused: self-approval is refused: oncall-operator@" in text
+        assert not waiting.done()
     refused = [r for r in _records(tmp_path / "requester.jsonl") if r["transition"] == "refused"]
     assert refused and refused[-1]["guard"] == "two-person"
     assert refused[-1]["actor"]["display_user"] == "mallory"
@@ -119,20 +129,16 @@ async def test_another_identity_without_a_terminal_is_refused_and_audited(
     parties: Parties, tmp_path: Path
 ) -> None:
     pod, me, peer = parties
-    async with Remediator.from_settings(_settings(me)) as requester:
-        action_id, waiting = await _request(requester, pod)
-        try:
-            for extra in (["--read-only"], []):
-                code, out = await _approve_without_terminal(peer, action_id, *extra)
-                assert code == 1, out
-                if extra:
-                    assert "refused: read-only" in out or "read-only" in out
-                else:
-                    assert "a typed confirmation needs a terminal" in out
-                    assert "PREVIEW rebuild-pod" in out
-            assert not waiting.done()
-        finally:
-            waiting.cancel()
+    async with _pending(me, pod) as (action_id, waiting):
+        for extra in (["--read-only"], []):
+            code, out = await _approve_without_terminal(peer, action_id, *extra)
+            assert code == 1, out
+            if extra:
+                assert "refused: read-only" in out or "read-only" in out
+            else:
+                assert "a typed confirmation needs a terminal" in out
+                assert "PREVIEW rebuild-pod" in out
+        assert not waiting.done()
     peer_log = _records(tmp_path / "peer.jsonl")
     assert [r["transition"] for r in peer_log] == ["refused", "refused"]
     assert {r["actor"]["kube_user"] for r in peer_log} == {"oncall-peer"}
