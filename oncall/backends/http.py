@@ -14,10 +14,11 @@ import asyncio
 import functools
 import ssl
 from collections.abc import Awaitable, Mapping
-from typing import ClassVar, Self
+from typing import ClassVar
 
 import httpx
 
+from oncall.backends.closing import AsyncClosing
 from oncall.errors import BackendError
 
 
@@ -52,7 +53,7 @@ def verifying_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=False)
 
 
-class HttpBackend:
+class HttpBackend(AsyncClosing):
     """One connection pool to one backend URL; use as `async with Client(...) as c`.
 
     Subclasses name their backend (`BACKEND`, as errors report it) and add the API calls.
@@ -79,12 +80,6 @@ class HttpBackend:
             trust_env=False,
             verify=verifying_context() if transport is None else True,
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
@@ -22,6 +22,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from oncall.backends.closing import AsyncClosing
 from oncall.errors import BackendError
 
 BACKEND = "redis"
@@ -65,7 +66,7 @@ def redacted_target(url: str) -> str:
     return f"redis://{host}:{port}{parts.path or ''}"
 
 
-class RedisClient:
+class RedisClient(AsyncClosing):
     """One connection pool to one Redis; use as `async with RedisClient(...) as r`."""
 
     def __init__(self, url: str, *, timeout: float, password: str | None = None) -> None:
@@ -80,12 +81,6 @@ class RedisClient:
             decode_responses=True,
             retry=Retry(NoBackoff(), 0),
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._redis.aclose()
