@@ -29,6 +29,7 @@ from oncall.tui.app import OncallApp
 from oncall.tui.audit_screen import AuditScreen
 from oncall.tui.board import BoardScreen
 from tests.tui.fakes import FakeAlerts, FakeChecklists, FakeClock, board_statuses, until
+from tests.tui.snapshot_sizes import SIZES, Compare
 
 PATH = "/var/lib/oncall/audit.jsonl"
 ACTION = "3f9a1c2e7b10"
@@ -346,9 +347,6 @@ def test_parse_query_words_and_since() -> None:
 
 
 # -- snapshots --------------------------------------------------------------------------------
-
-SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
-Compare = Callable[..., bool]
 
 
 def then(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:

@@ -34,9 +34,7 @@ from tests.tui.fakes import (
     result,
     until,
 )
-
-SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
-Compare = Callable[..., bool]
+from tests.tui.snapshot_sizes import SIZES, Compare
 
 KV = EvidenceValue("KV-cache usage (fullest pod)", 0.97, 0.9, "ratio", None, "facts.kv_cache_usage")
 

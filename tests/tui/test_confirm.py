@@ -50,6 +50,7 @@ from tests.tui.fakes import (
     status,
     until,
 )
+from tests.tui.snapshot_sizes import SIZES, Compare
 
 UID = "3f6c2a1e-8b0d-4c52-9e51-0d7a4b2f9c11"
 SINCE = "2026-01-01T00:00:00+00:00"
@@ -384,9 +385,6 @@ async def test_one_remediation_at_a_time_and_planning_shows() -> None:
 
 
 # -- snapshots ----------------------------------------------------------------------------------
-
-SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
-Compare = Callable[..., bool]
 
 
 def up(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:

@@ -27,10 +27,8 @@ from tests.tui.fakes import (
     p99_script,
     until,
 )
+from tests.tui.snapshot_sizes import SIZES, Compare
 
-SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
-
-Compare = Callable[..., bool]
 RunBefore = Callable[[Pilot[Any]], Awaitable[None]]
 
 
