@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from textual.binding import Binding
@@ -50,14 +52,17 @@ async def command(pilot: Pilot[Any], text: str) -> None:
     await pilot.pause()
 
 
-async def board_ready(pilot: Pilot[Any], app: OncallApp) -> None:
-    await until(pilot, lambda: app.board.selected_alert() is not None, "the board")
+@asynccontextmanager
+async def on_the_board(app: OncallApp) -> AsyncIterator[Pilot[Any]]:
+    """`app` running at 100x30, once its board shows a selected alert."""
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.board.selected_alert() is not None, "the board")
+        yield pilot
 
 
 async def test_audit_then_alerts_switch_views() -> None:
     app = app_with()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await command(pilot, "audit")
         await until(pilot, lambda: isinstance(app.screen, AuditScreen), "the audit screen")
         await command(pilot, "alerts")
@@ -67,8 +72,7 @@ async def test_audit_then_alerts_switch_views() -> None:
 
 async def test_audit_from_an_incident_replaces_it_and_alerts_goes_home() -> None:
     app = app_with()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         app.open_incident(P99)
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident")
         await command(pilot, "audit")
@@ -80,8 +84,7 @@ async def test_audit_from_an_incident_replaces_it_and_alerts_goes_home() -> None
 
 async def test_an_unknown_command_says_so_and_changes_nothing() -> None:
     app = app_with()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await command(pilot, "pods")
         await until(pilot, lambda: bool(notes(app)), "a notification")
         assert app.screen is app.board
@@ -90,8 +93,7 @@ async def test_an_unknown_command_says_so_and_changes_nothing() -> None:
 
 async def test_esc_cancels_the_command_line() -> None:
     app = app_with()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await pilot.press("colon", "a", "escape")
         await until(pilot, lambda: app.screen is app.board, "the board")
         assert notes(app) == []
@@ -103,8 +105,7 @@ async def test_context_shows_the_environment_and_esc_closes_it() -> None:
         prometheus={"url": "https://ops:hunter2@prom.example:9090"},
         kubernetes={"context": "eu-1", "namespace": "ai"},
     )
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await command(pilot, "context")
         await until(pilot, lambda: isinstance(app.screen, ContextScreen), "the context box")
         text = str(app.screen.query_one("#context-box Static", Static).render())
@@ -119,8 +120,7 @@ async def test_context_shows_the_environment_and_esc_closes_it() -> None:
 
 async def test_help_and_quit_commands() -> None:
     app = app_with()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await command(pilot, "help")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
         await pilot.press("escape")
@@ -131,8 +131,7 @@ async def test_help_and_quit_commands() -> None:
 
 async def test_the_palette_lists_the_commands_and_runs_them() -> None:
     app = app_with()
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await pilot.press("ctrl+p")
         await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
         palette = app.screen
@@ -155,8 +154,7 @@ async def test_the_palette_lists_the_commands_and_runs_them() -> None:
 
 async def test_a_keymap_moves_quit_to_another_key() -> None:
     app = app_with(keys={"app.quit": "z"})
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await pilot.press("q")
         await pilot.pause()
         assert app.is_running
@@ -167,16 +165,14 @@ async def test_a_keymap_moves_quit_to_another_key() -> None:
 
 async def test_a_keymap_moves_the_command_line() -> None:
     app = app_with(keys={"app.command": "ctrl+k"})
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await pilot.press("ctrl+k")
         await until(pilot, lambda: isinstance(app.screen, CommandLineScreen), "the prompt")
 
 
 async def test_unknown_binding_ids_in_the_keymap_are_reported_not_fatal() -> None:
     app = app_with(keys={"oncall.quit": "ctrl+q", "app.help": "f1"})
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await until(pilot, lambda: bool(notes(app)), "a notification")
         assert "no binding has the id oncall.quit" in notes(app)[0]
         await pilot.press("f1")  # the known id is applied all the same
@@ -185,8 +181,7 @@ async def test_unknown_binding_ids_in_the_keymap_are_reported_not_fatal() -> Non
 
 async def test_help_shows_the_keys_as_remapped() -> None:
     app = app_with(keys={"app.quit": "z", "board.filter": "ctrl+f,f3", "app.help": "f1"})
-    async with app.run_test(size=(100, 30)) as pilot:
-        await board_ready(pilot, app)
+    async with on_the_board(app) as pilot:
         await pilot.press("f1")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
         lines = str(app.screen.query_one(Static).render()).splitlines()
