@@ -1,8 +1,9 @@
 """The serving lifecycle shared by the simple drill simulators (gateway, GPU exporter).
 
 Listen on a loopback address, log one line saying where, serve until SIGTERM or SIGINT, then
-stop cleanly with status 0. The vLLM simulator has its own, longer lifecycle (slow start,
-engine death) and does not use this.
+stop cleanly with status 0. The vLLM simulator, the Kubernetes simulator and the cluster have
+their own, longer lifecycles (slow start, engine death, several listeners) and share only
+`signalled_stop`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ from aiohttp import web
 SHUTDOWN_TIMEOUT_SECONDS = 0.5
 
 
-async def serve_until_signal(app: web.Application, host: str, port: int, banner: str) -> int:
-    """Serve `app` on host:port until SIGTERM/SIGINT; `banner` goes to stderr once listening."""
+def signalled_stop() -> asyncio.Event:
+    """An event that SIGTERM or SIGINT sets (handlers on the running loop): a simulator waits
+    on it, then stops cleanly, instead of dying of the signal mid-request."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+async def serve_until_signal(app: web.Application, host: str, port: int, banner: str) -> int:
+    """Serve `app` on host:port until SIGTERM/SIGINT; `banner` goes to stderr once listening."""
+    stop = signalled_stop()
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS)
     await runner.setup()
     try:

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from oncall.drill.kube_sim import KubeSim, default_objects, fleet, serve, write_
 from oncall.drill.kube_sim.store import seed_names
 from oncall.drill.kube_sim.tls import make_certificate, server_context
 from oncall.drill.netutil import LOOPBACK
+from oncall.drill.simhttp import signalled_stop
 
 NAMESPACE = "ai"
 SELECTOR = "app=vllm"
@@ -159,10 +159,7 @@ async def amain(args: argparse.Namespace) -> int:
     else:
         write_kubeconfig(args.kubeconfig, args.api_port, sim.users, namespace=NAMESPACE)
     print(f"cluster: api :{args.api_port} service :{args.service_port}", file=sys.stderr)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = signalled_stop()
     keeper = asyncio.create_task(_keep_file_sd(sim, args.file_sd, stop))
     compactor = asyncio.create_task(_compact(sim, stop))
     try:

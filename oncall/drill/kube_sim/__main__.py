@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from oncall.drill.kube_sim.runner import serve
 from oncall.drill.kube_sim.seed import load_objects
 from oncall.drill.kube_sim.sim import KubeSim
 from oncall.drill.netutil import free_loopback_port
+from oncall.drill.simhttp import signalled_stop
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,10 +51,7 @@ async def amain(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         write_kubeconfig(args.kubeconfig, port, sim.users, namespace=args.namespace)
     print(f"kube-sim listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = signalled_stop()
     try:
         await stop.wait()
     finally:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 from collections.abc import Sequence
 
 from aiohttp import web
 
+from oncall.drill.simhttp import signalled_stop
 from oncall.drill.vllm_sim.argv import ArgvError, normalize_argv, parse_argv
 from oncall.drill.vllm_sim.config import SimConfig
 from oncall.drill.vllm_sim.engine import Engine
@@ -96,10 +96,7 @@ async def _log_stats(engine: Engine) -> None:
 
 async def serve(config: SimConfig) -> int:
     """Load, listen, and serve until a signal (status 0) or engine death (status 1)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop = signalled_stop()
     log("INFO", f"vLLM API server version {config.vllm_version} (simulated)")
     log("INFO", f"Starting to load model {config.model}...")
     if config.load_seconds > 0:
