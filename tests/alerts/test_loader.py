@@ -7,6 +7,7 @@ are listed in PROMTOOL_ACCEPTS and asserted the other way round.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -127,15 +128,17 @@ def _promtool_check(path: Path) -> subprocess.CompletedProcess[str]:
 def test_good_file_gives_exact_rules() -> None:
     result = load_rule_files([GOOD])
     file = str(GOOD)
+    # The three rules of the group `vllm-alerts` (interval 1m) share its name, file and interval.
+    vllm_alerts = functools.partial(
+        AlertRule, group="vllm-alerts", file=file, group_interval_s=60.0
+    )
     assert result.problems == []
     assert result.files == [GOOD]
     assert result.recording == 3
     assert result.rules == [
-        AlertRule(
+        vllm_alerts(
             name="VllmKvCacheNearlyFull",
             expr="max by (model_name, instance) (vllm:kv_cache_usage_perc) > 0.9",
-            group="vllm-alerts",
-            file=file,
             line=20,
             for_s=300.0,
             keep_firing_for_s=90.0,
@@ -145,13 +148,10 @@ def test_good_file_gives_exact_rules() -> None:
                 "{{ $labels.instance }}",
                 "runbook_url": "https://runbooks.example.com/vllm/kv-cache",
             },
-            group_interval_s=60.0,
         ),
-        AlertRule(
+        vllm_alerts(
             name="VllmQueueBacklog",
             expr="model_name:vllm_requests_waiting:sum > 10",
-            group="vllm-alerts",
-            file=file,
             line=30,
             for_s=600.0,
             labels={"severity": "page"},
@@ -160,17 +160,13 @@ def test_good_file_gives_exact_rules() -> None:
                 "description": "More than 10 requests have been waiting for 10 minutes.\n"
                 "{{ if gt $value 100.0 }}The backlog is severe.{{ end }}\n",
             },
-            group_interval_s=60.0,
         ),
         # Same name in the same group: allowed by Prometheus, kept as a separate rule.
-        AlertRule(
+        vllm_alerts(
             name="VllmQueueBacklog",
             expr="model_name:vllm_requests_waiting:sum > 100",
-            group="vllm-alerts",
-            file=file,
             line=40,
             labels={"severity": "critical"},
-            group_interval_s=60.0,
         ),
         AlertRule(
             name="VllmDown",
