@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.cli_runner import run_oncall
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,27 +77,33 @@ def test_run_filters_tests_by_name(tmp_path: Path) -> None:
     assert result.stdout.strip() == "SUCCESS: 1 test files, 1 tests, 1 passed, 0 failed"
 
 
-def test_a_test_file_naming_unknown_steps_or_keys_is_located(tmp_path: Path) -> None:
-    test = _setup(
-        tmp_path,
-        "  - name: typo\n    facts: {gpu_memroy: {}}\n    expect: {stpes: {}}\n",
-    )
-    result = run_oncall("runbook", "test", str(test), cwd=tmp_path)
-    assert result.code == 1
-    assert f"{test}:5:14: tests.0.expect.stpes: unknown key 'stpes'" in result.stdout
-    result2 = run_oncall("runbook", "test", "--run", "(", ".", cwd=tmp_path)
-    assert result2.code == 2
-    assert "not a regular expression" in result2.stderr
+#: A test named `typo` whose facts name a step that is not in the runbook; `expect` is its
+#: `expect:` key (`stpes` is no key at all).
+TYPO = "  - name: typo\n    facts: {{gpu_memroy: {{}}}}\n    expect: {{{expect}: {{}}}}\n"
 
 
-def test_unknown_step_in_recorded_facts_is_a_problem(tmp_path: Path) -> None:
-    test = _setup(
-        tmp_path,
-        "  - name: typo\n    facts: {gpu_memroy: {}}\n    expect: {steps: {}}\n",
-    )
+@pytest.mark.parametrize(
+    ("expect", "problem"),
+    [
+        pytest.param("stpes", "5:14: tests.0.expect.stpes: unknown key 'stpes'", id="unknown-key"),
+        pytest.param(
+            "steps",
+            "4:13: tests.0.facts.gpu_memroy: no step 'gpu_memroy' in ../LLMHighP99Latency.yaml",
+            id="unknown-step-in-facts",
+        ),
+    ],
+)
+def test_a_test_file_naming_unknown_steps_or_keys_is_located(
+    tmp_path: Path, expect: str, problem: str
+) -> None:
+    test = _setup(tmp_path, TYPO.format(expect=expect))
     result = run_oncall("runbook", "test", str(test), cwd=tmp_path)
     assert result.code == 1
-    assert (
-        f"{test}:4:13: tests.0.facts.gpu_memroy: no step 'gpu_memroy' in ../LLMHighP99Latency.yaml"
-        in (result.stdout)
-    )
+    assert f"{test}:{problem}" in result.stdout
+
+
+def test_a_run_filter_that_is_no_regular_expression_is_a_usage_error(tmp_path: Path) -> None:
+    _setup(tmp_path, TYPO.format(expect="stpes"))
+    result = run_oncall("runbook", "test", "--run", "(", ".", cwd=tmp_path)
+    assert result.code == 2
+    assert "not a regular expression" in result.stderr
