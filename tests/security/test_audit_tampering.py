@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,71 +84,79 @@ def log(tmp_path: Path) -> AuditLog:
     return AuditLog(tmp_path / "audit.jsonl")
 
 
-def test_an_untouched_log_is_anchored(log: AuditLog, redis_srv: RunningServer, stream: str) -> None:
-    written = write_anchored(log, redis_srv.url, stream)
-    result = verify(log, redis_srv.url, stream)
+@dataclass
+class Anchored:
+    """A log of N records, each copied to the test's Stream as the executor does it."""
+
+    log: AuditLog
+    url: str
+    stream: str
+    written: list[dict[str, Any]]
+
+    @property
+    def log_id(self) -> str:
+        return str(self.written[0]["log"]["id"])
+
+    def verify(self) -> Result:
+        return verify(self.log, self.url, self.stream)
+
+    def rewritten(self, records: list[dict[str, Any]]) -> Result:
+        """Rewrite the log as `records`, its local chain and head consistent, then verify it:
+        the local chain alone is fooled (that was the bug); the Stream must catch it (exit 1)."""
+        rewrite(self.log, records)
+        assert self.log.verify().ok
+        result = self.verify()
+        assert result.code == 1
+        return result
+
+
+@pytest.fixture
+def anchored(log: AuditLog, redis_srv: RunningServer, stream: str) -> Anchored:
+    return Anchored(log, redis_srv.url, stream, write_anchored(log, redis_srv.url, stream))
+
+
+def test_an_untouched_log_is_anchored(anchored: Anchored) -> None:
+    result = anchored.verify()
     assert result.code == 0, result.stdout + result.stderr
-    log_id = written[0]["log"]["id"]
     assert result.stdout.splitlines() == [
         f"OK: {N} records, chain intact",
-        f"ANCHOR: the team Stream {stream}: {N} copies of log {log_id}",
+        f"ANCHOR: the team Stream {anchored.stream}: {N} copies of log {anchored.log_id}",
     ]
 
 
-def test_an_edit_with_every_later_hash_recomputed(
-    log: AuditLog, redis_srv: RunningServer, stream: str
-) -> None:
-    written = write_anchored(log, redis_srv.url, stream)
-    records = [dict(r) for r in written]
+def test_an_edit_with_every_later_hash_recomputed(anchored: Anchored) -> None:
+    records = [dict(r) for r in anchored.written]
     records[3]["outcome"] = "nothing happened"
-    rewrite(log, records)
-    assert log.verify().ok  # the local chain alone is fooled: that was the bug
-    result = verify(log, redis_srv.url, stream)
-    assert result.code == 1
-    log_id = written[0]["log"]["id"]
+    result = anchored.rewritten(records)
     # Record 4's hash changed, and so did every later one's (each chains on the one before).
-    assert f"records 4–{N} of log {log_id}: not as the team Stream has it" in result.stdout
+    expected = f"records 4–{N} of log {anchored.log_id}: not as the team Stream has it"
+    assert expected in result.stdout
     assert "chain is broken" in result.stderr
 
 
-def test_cut_off_the_end_with_the_head_rewritten(
-    log: AuditLog, redis_srv: RunningServer, stream: str
-) -> None:
-    written = write_anchored(log, redis_srv.url, stream)
-    rewrite(log, written[:6])
-    assert log.verify().ok
-    result = verify(log, redis_srv.url, stream)
-    assert result.code == 1
-    log_id = written[0]["log"]["id"]
-    assert f"records 7–{N} of log {log_id}: in the team Stream but not in the file" in (
-        result.stdout
-    )
+def test_cut_off_the_end_with_the_head_rewritten(anchored: Anchored) -> None:
+    result = anchored.rewritten(anchored.written[:6])
+    expected = f"records 7–{N} of log {anchored.log_id}: in the team Stream but not in the file"
+    assert expected in result.stdout
 
 
-def test_one_forged_record_appended(log: AuditLog, redis_srv: RunningServer, stream: str) -> None:
-    written = write_anchored(log, redis_srv.url, stream)
-    forged = {**written[-1], "transition": "declined", "outcome": "never ran"}
-    rewrite(log, [*written, forged])
-    assert log.verify().ok
-    result = verify(log, redis_srv.url, stream)
-    assert result.code == 1
-    log_id = written[0]["log"]["id"]
-    assert f"record {N + 1} of log {log_id}: in the file but not in the team Stream" in (
-        result.stdout
-    )
+def test_one_forged_record_appended(anchored: Anchored) -> None:
+    forged = {**anchored.written[-1], "transition": "declined", "outcome": "never ran"}
+    result = anchored.rewritten([*anchored.written, forged])
+    expected = f"record {N + 1} of log {anchored.log_id}: in the file but not in the team Stream"
+    assert expected in result.stdout
     assert "records 1–" not in result.stdout  # the genuine ones still match
 
 
-def test_log_and_head_deleted(log: AuditLog, redis_srv: RunningServer, stream: str) -> None:
-    written = write_anchored(log, redis_srv.url, stream)
+def test_log_and_head_deleted(anchored: Anchored) -> None:
+    log = anchored.log
     log.path.unlink()
     log.head_path.unlink()
     assert log.verify().ok  # "OK: 0 records" locally: that was the bug
-    result = verify(log, redis_srv.url, stream)
+    result = anchored.verify()
     assert result.code == 1
     assert "OK:" not in result.stdout
-    log_id = written[0]["log"]["id"]
-    assert f"log {log_id} of this account" in result.stdout
+    assert f"log {anchored.log_id} of this account" in result.stdout
     assert f"{N} records up to record {N}" in result.stdout
     assert f"was at {log.path}" in result.stdout
     assert "deleted or replaced" in result.stdout
@@ -166,15 +175,9 @@ def test_log_replaced_by_a_fresh_one(log: AuditLog, redis_srv: RunningServer, st
     assert f"3 copies of log {new[0]['log']['id']}" in result.stdout
 
 
-def test_a_record_removed_and_the_rest_renumbered(
-    log: AuditLog, redis_srv: RunningServer, stream: str
-) -> None:
-    written = write_anchored(log, redis_srv.url, stream)
-    rewrite(log, [*written[:4], *written[5:]])
-    assert log.verify().ok
-    result = verify(log, redis_srv.url, stream)
-    assert result.code == 1
-    log_id = written[0]["log"]["id"]
+def test_a_record_removed_and_the_rest_renumbered(anchored: Anchored) -> None:
+    written, log_id = anchored.written, anchored.log_id
+    result = anchored.rewritten([*written[:4], *written[5:]])
     assert f"records 5–{N - 1} of log {log_id}: not as the team Stream has it" in result.stdout
     assert f"record {N} of log {log_id}: in the team Stream but not in the file" in result.stdout
 
