@@ -86,6 +86,16 @@ class MetricSpec:
     extra_labels: tuple[str, ...] = ()
 
 
+def _histograms(
+    buckets: tuple[float, ...], *rows: tuple[str, str] | tuple[str, str, frozenset[str]]
+) -> tuple[MetricSpec, ...]:
+    """Histograms that share one bucket layout: (name, help[, versions]) each, in this order."""
+    return tuple(
+        MetricSpec(name, "histogram", help, versions[0] if versions else _ALL, buckets)
+        for name, help, *versions in rows
+    )
+
+
 def metric_specs(max_model_len: int) -> tuple[MetricSpec, ...]:
     """Every vLLM metric the simulator can emit; `versions` says where each appears."""
     tokens = build_1_2_5_buckets(max_model_len)
@@ -148,29 +158,27 @@ def metric_specs(max_model_len: int) -> tuple[MetricSpec, ...]:
                    "tokens).", _NEW, buckets=tokens),
         MetricSpec("vllm:time_to_first_token_seconds", hist,
                    "Histogram of time to first token in seconds.", buckets=TTFT_BUCKETS),
-        MetricSpec("vllm:time_per_output_token_seconds", hist,
-                   "Histogram of time per output token in seconds.DEPRECATED: Use "
-                   "vllm:inter_token_latency_seconds instead.", _OLD, buckets=ITL_BUCKETS),
-        MetricSpec("vllm:inter_token_latency_seconds", hist,
-                   "Histogram of inter-token latency in seconds.", buckets=ITL_BUCKETS),
-        MetricSpec("vllm:request_time_per_output_token_seconds", hist,
-                   "Histogram of time_per_output_token_seconds per request.", _NEW,
-                   buckets=ITL_BUCKETS),
-        MetricSpec("vllm:e2e_request_latency_seconds", hist,
-                   "Histogram of e2e request latency in seconds.",
-                   buckets=REQUEST_LATENCY_BUCKETS),
-        MetricSpec("vllm:request_queue_time_seconds", hist,
-                   "Histogram of time spent in WAITING phase for request.",
-                   buckets=REQUEST_LATENCY_BUCKETS),
-        MetricSpec("vllm:request_inference_time_seconds", hist,
-                   "Histogram of time spent in RUNNING phase for request.",
-                   buckets=REQUEST_LATENCY_BUCKETS),
-        MetricSpec("vllm:request_prefill_time_seconds", hist,
-                   "Histogram of time spent in PREFILL phase for request.",
-                   buckets=REQUEST_LATENCY_BUCKETS),
-        MetricSpec("vllm:request_decode_time_seconds", hist,
-                   "Histogram of time spent in DECODE phase for request.",
-                   buckets=REQUEST_LATENCY_BUCKETS),
+        *_histograms(
+            ITL_BUCKETS,
+            ("vllm:time_per_output_token_seconds",
+             "Histogram of time per output token in seconds.DEPRECATED: Use "
+             "vllm:inter_token_latency_seconds instead.", _OLD),
+            ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds."),
+            ("vllm:request_time_per_output_token_seconds",
+             "Histogram of time_per_output_token_seconds per request.", _NEW),
+        ),
+        *_histograms(
+            REQUEST_LATENCY_BUCKETS,
+            ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds."),
+            ("vllm:request_queue_time_seconds",
+             "Histogram of time spent in WAITING phase for request."),
+            ("vllm:request_inference_time_seconds",
+             "Histogram of time spent in RUNNING phase for request."),
+            ("vllm:request_prefill_time_seconds",
+             "Histogram of time spent in PREFILL phase for request."),
+            ("vllm:request_decode_time_seconds",
+             "Histogram of time spent in DECODE phase for request."),
+        ),
         MetricSpec("vllm:request_num_preemptions", hist,
                    "Histogram of the number of times a request was preempted.", _NEW,
                    buckets=NUM_PREEMPTIONS_BUCKETS),
