@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +47,29 @@ def step_of(report: dict[str, Any], step: str) -> dict[str, Any]:
     return found
 
 
+@asynccontextmanager
+async def fired_by(
+    drill: Drill, prom: PrometheusClient, alert: str, fault: str
+) -> AsyncIterator[None]:
+    """`alert` inactive first; then `fault` injected, until the alert fires; cleared on the way
+    out, whatever happened inside."""
+    await eventually(lambda: _not(firing(prom, alert)), within=90, what=f"{alert} inactive before")
+    drill.cli("inject", fault)
+    try:
+        await eventually(
+            lambda: firing(prom, alert), within=90, what=f"{alert} firing under {fault}"
+        )
+        yield
+    finally:
+        drill.cli("clear")
+
+
 async def test_vllm_pack_fires_under_model_stuck(drill: Drill) -> None:
-    async with PrometheusClient(drill.prometheus, timeout=2) as prom:
-
-        async def quiet() -> bool:
-            return not await firing(prom, "VllmE2ELatencyP99High")
-
-        await eventually(quiet, within=90, what="VllmE2ELatencyP99High inactive before")
-        drill.cli("inject", "model-stuck")
-        try:
-            await eventually(
-                lambda: firing(prom, "VllmE2ELatencyP99High"),
-                within=90,
-                what="VllmE2ELatencyP99High firing under model-stuck",
-            )
-        finally:
-            drill.cli("clear")
+    async with (
+        PrometheusClient(drill.prometheus, timeout=2) as prom,
+        fired_by(drill, prom, "VllmE2ELatencyP99High", "model-stuck"),
+    ):
+        pass  # fired_by waits for both: inactive before, firing under the fault
 
 
 async def test_kv_pressure_fires_the_pack_and_the_proposed_max_num_seqs_recovers(
@@ -69,62 +78,51 @@ async def test_kv_pressure_fires_the_pack_and_the_proposed_max_num_seqs_recovers
     audit = tmp_path / "audit.jsonl"
     action_id: str | None = None
     async with PrometheusClient(drill.prometheus, timeout=2) as prom:
-        await eventually(
-            lambda: _not(firing(prom, "VllmKVCacheSaturated")),
-            within=90,
-            what="VllmKVCacheSaturated inactive before",
-        )
-        drill.cli("inject", "kv-cache-pressure")
         try:
-            await eventually(
-                lambda: firing(prom, "VllmKVCacheSaturated"),
-                within=90,
-                what="VllmKVCacheSaturated firing under kv-cache-pressure",
-            )
-            proposal: dict[str, Any] = {}
+            async with fired_by(drill, prom, "VllmKVCacheSaturated", "kv-cache-pressure"):
+                proposal: dict[str, Any] = {}
 
-            async def judged_failing() -> bool:
-                report = await check(drill, "LLMHighP99Latency")
-                if step_of(report, "kv_cache")["status"] != "fail":
-                    return False
-                proposals = {p["id"]: p for p in report["proposals"]}
-                proposal.update(proposals["lower-max-num-seqs-kv"])
-                return True
+                async def judged_failing() -> bool:
+                    report = await check(drill, "LLMHighP99Latency")
+                    if step_of(report, "kv_cache")["status"] != "fail":
+                        return False
+                    proposals = {p["id"]: p for p in report["proposals"]}
+                    proposal.update(proposals["lower-max-num-seqs-kv"])
+                    return True
 
-            await eventually(judged_failing, within=60, what="the kv_cache step failing")
-            assert proposal["error"] is None, proposal
-            value = int(proposal["params"]["value"])
-            assert 1 <= value < 64  # half of what runs per pod: the drill's pool holds ~15
+                await eventually(judged_failing, within=60, what="the kv_cache step failing")
+                assert proposal["error"] is None, proposal
+                value = int(proposal["params"]["value"])
+                assert 1 <= value < 64  # half of what runs per pod: the drill's pool holds ~15
 
-            run = await asyncio.to_thread(
-                remediate,
-                drill,
-                audit,
-                "set-max-num-seqs",
-                "vllm",
-                str(value),
-                answers=[("to confirm", "vllm")],
-            )
-            assert run.code == 0, run.output
-            found = re.search(r"rollback (\w+)", run.output)
-            assert found, run.output
-            action_id = found.group(1)
-            assert set(pod_caps(drill)) == {value}
+                run = await asyncio.to_thread(
+                    remediate,
+                    drill,
+                    audit,
+                    "set-max-num-seqs",
+                    "vllm",
+                    str(value),
+                    answers=[("to confirm", "vllm")],
+                )
+                assert run.code == 0, run.output
+                found = re.search(r"rollback (\w+)", run.output)
+                assert found, run.output
+                action_id = found.group(1)
+                assert set(pod_caps(drill)) == {value}
 
-            async def recovered() -> bool:
-                report = await check(drill, "LLMHighP99Latency")
-                return bool(step_of(report, "kv_cache")["status"] in ("ok", "warn"))
+                async def recovered() -> bool:
+                    report = await check(drill, "LLMHighP99Latency")
+                    return bool(step_of(report, "kv_cache")["status"] in ("ok", "warn"))
 
-            # The signal the step judged: preemptions over the 20 s window back to 0, the KV
-            # cache under 90%; requests wait instead (a warn), as vLLM trades them.
-            await eventually(recovered, within=90, what="the kv_cache step recovering")
-            await eventually(
-                lambda: _not(firing(prom, "VllmKVCacheSaturated")),
-                within=90,
-                what="VllmKVCacheSaturated resolving after the change",
-            )
+                # The signal the step judged: preemptions over the 20 s window back to 0, the
+                # KV cache under 90%; requests wait instead (a warn), as vLLM trades them.
+                await eventually(recovered, within=90, what="the kv_cache step recovering")
+                await eventually(
+                    lambda: _not(firing(prom, "VllmKVCacheSaturated")),
+                    within=90,
+                    what="VllmKVCacheSaturated resolving after the change",
+                )
         finally:
-            drill.cli("clear")
             if action_id is not None:
                 back = await asyncio.to_thread(
                     remediate, drill, audit, "rollback", action_id,
