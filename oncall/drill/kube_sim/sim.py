@@ -76,29 +76,14 @@ class KubeSim:
 
     # -- scenario API ---------------------------------------------------------------------
 
-    def oom_kill(self, namespace: str, pod: str, container: str | None = None) -> Obj:
-        """OOM-kill a container: lastState OOMKilled/137, restartCount + 1, events, restart."""
-        return faults.oom_kill(self, namespace, pod, container)
-
-    def container_exited(
-        self,
-        namespace: str,
-        pod: str,
-        container: str | None = None,
-        *,
-        reason: str = "Error",
-        exit_code: int = 1,
-    ) -> Obj:
-        """A container's process died (e.g. the spawned simulator crashed); it is restarted."""
-        return faults.container_exited(
-            self, namespace, pod, container, reason=reason, exit_code=exit_code
-        )
-
-    def set_node_condition(
-        self, node: str, type_: str, status: bool, *, reason: str = "", message: str = ""
-    ) -> Obj:
-        """Set a node condition such as MemoryPressure (with the kubelet's reason and taint)."""
-        return faults.set_node_condition(self, node, type_, status, reason=reason, message=message)
+    # The faults themselves are in faults.py, each a function of the cluster: as methods here,
+    # `sim.oom_kill(namespace, pod)` is `faults.oom_kill(sim, namespace, pod)`.
+    #: OOM-kill a container: lastState OOMKilled/137, restartCount + 1, events, restart.
+    oom_kill = faults.oom_kill
+    #: A container's process died (e.g. the spawned simulator crashed); it is restarted.
+    container_exited = faults.container_exited
+    #: Set a node condition such as MemoryPressure (with the kubelet's reason and taint).
+    set_node_condition = faults.set_node_condition
 
     # -- queries for orchestration and tests -------------------------------------------------
 
