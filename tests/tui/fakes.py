@@ -355,3 +355,16 @@ def board_statuses() -> list[RuleStatus]:
         ),
         status("LLMOutOfMemory", "inactive"),
     ]
+
+
+def board_app(
+    checklists: FakeChecklists | None = None,
+    *,
+    history: bool = False,
+    clock: FakeClock | None = None,
+    **setting_changes: Any,
+) -> OncallApp:
+    """The app over the board's five alerts (`board_statuses`; with their last hour of values,
+    `board_history`, when `history`), its checklists run by `checklists`."""
+    alerts = FakeAlerts(board_statuses(), board_history() if history else None)
+    return make_app(alerts, checklists, clock=clock, **setting_changes)

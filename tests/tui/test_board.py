@@ -24,6 +24,7 @@ from tests.tui.fakes import (
     FakeAlerts,
     FakeChecklists,
     FakeClock,
+    board_app,
     board_history,
     board_statuses,
     make_app,
@@ -55,7 +56,7 @@ def findings_of(app: OncallApp, alert: str) -> str | None:
 
 
 async def test_board_lists_firing_then_pending_then_the_rest() -> None:
-    app = make_app(FakeAlerts(board_statuses()))
+    app = board_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: len(board_rows(app)) == 5, "the first refresh")
         rows = board_rows(app)
@@ -106,7 +107,7 @@ async def test_the_last_hour_column_draws_each_alerts_history_as_a_sparkline() -
 
 
 async def test_at_80_columns_right_scrolls_the_board_to_the_columns_beyond() -> None:
-    app = make_app(FakeAlerts(board_statuses(), board_history()))
+    app = board_app(history=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: bool(app.book.history) and bool(board_rows(app)), "rows")
         table: DataTable[Text] = app.board.query_one("#alerts", DataTable)
@@ -148,7 +149,7 @@ async def test_a_failing_history_leaves_the_board_working() -> None:
 
 async def test_a_repaint_after_the_app_began_shutting_down_does_nothing() -> None:
     # The ages timer may fire while the screens are taken apart at exit.
-    app = make_app(FakeAlerts(board_statuses()))
+    app = board_app()
     async with app.run_test() as pilot:
         await until(pilot, lambda: len(board_rows(app)) == 5, "the board")
     assert not app.is_running
@@ -157,7 +158,7 @@ async def test_a_repaint_after_the_app_began_shutting_down_does_nothing() -> Non
 
 async def test_a_history_answer_after_the_app_began_shutting_down_does_nothing() -> None:
     # A range query answered while the app exits posts its message to screens taken apart.
-    app = make_app(FakeAlerts(board_statuses()))
+    app = board_app()
     async with app.run_test() as pilot:
         await until(pilot, lambda: len(board_rows(app)) == 5, "the board")
     assert not app.is_running
@@ -179,7 +180,7 @@ async def test_rows_follow_state_changes_and_the_cursor_stays_on_its_alert() -> 
 
 async def test_no_color_keeps_every_state_readable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
-    app = make_app(FakeAlerts(board_statuses()))
+    app = board_app()
     assert app.no_color
     async with app.run_test() as pilot:
         await until(pilot, lambda: len(board_rows(app)) == 5, "the first refresh")
@@ -190,7 +191,7 @@ async def test_no_color_keeps_every_state_readable(monkeypatch: pytest.MonkeyPat
 async def test_a_firing_alerts_checklist_starts_by_itself_and_the_board_shows_findings() -> None:
     gate = asyncio.Event()
     checklists = FakeChecklists({P99: p99_script(gate)})
-    app = make_app(FakeAlerts(board_statuses()), checklists)
+    app = board_app(checklists)
     async with app.run_test() as pilot:
         await until(pilot, lambda: checklists.alerts == [P99], "the checklist starting")
         await until(pilot, lambda: findings_of(app, P99) == "running…", "running… on the board")
@@ -270,7 +271,7 @@ async def test_a_missing_runbook_shows_on_the_board() -> None:
 
 
 async def test_filter_narrows_the_board_and_esc_clears_it() -> None:
-    app = make_app(FakeAlerts(board_statuses()))
+    app = board_app()
     async with app.run_test() as pilot:
         await until(pilot, lambda: len(board_rows(app)) == 5, "the first refresh")
         await pilot.press("slash", "l", "l", "m")
@@ -283,7 +284,7 @@ async def test_filter_narrows_the_board_and_esc_clears_it() -> None:
 
 
 async def test_help_lists_the_keys_with_their_ids() -> None:
-    app = make_app(FakeAlerts(board_statuses()))
+    app = board_app()
     async with app.run_test() as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -339,7 +340,7 @@ async def test_r_on_the_board_reruns_the_highlighted_alert_and_refreshes_now() -
 
 
 async def test_the_filter_takes_label_matchers_and_says_when_nothing_matches() -> None:
-    app = make_app(FakeAlerts(board_statuses()))
+    app = board_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await until(pilot, lambda: len(board_rows(app)) == 5, "the first refresh")
         await pilot.press("slash", *'severity="chat"')

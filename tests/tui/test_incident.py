@@ -20,7 +20,7 @@ from tests.tui.fakes import (
     FakeAlerts,
     FakeChecklists,
     FakeClock,
-    board_statuses,
+    board_app,
     make_app,
     p99_script,
     started,
@@ -58,7 +58,7 @@ async def test_steps_stream_in_with_evidence_and_proposals() -> None:
     gates = asyncio.Event(), asyncio.Event(), asyncio.Event()
     checklists = FakeChecklists({P99: p99_script(*gates)})
     clock = FakeClock()
-    app = make_app(FakeAlerts(board_statuses()), checklists, clock=clock)
+    app = board_app(checklists, clock=clock)
     async with app.run_test(size=(100, 30)) as pilot:
         await open_p99(app, pilot)
         await until(pilot, lambda: len(step_rows(app)) == 4, "the planned steps")
@@ -113,7 +113,7 @@ async def test_a_hung_checklist_leaves_the_keys_answered_and_shows_the_step_runn
     planned = ChecklistPlanned("runbooks/LLMHighP99Latency.yaml", P99_STEPS)
     checklists = FakeChecklists({P99: [planned, started(step, title, at=T0), never]})
     clock = FakeClock()
-    app = make_app(FakeAlerts(board_statuses()), checklists, clock=clock)
+    app = board_app(checklists, clock=clock)
     async with app.run_test() as pilot:
         async with asyncio.timeout(30):  # a blocked event loop fails here, not by hanging
             await open_p99(app, pilot)

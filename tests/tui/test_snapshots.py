@@ -18,12 +18,9 @@ from textual.widgets import DataTable
 from oncall.tui.app import OncallApp
 from tests.tui.fakes import (
     P99,
-    FakeAlerts,
     FakeChecklists,
     FakeClock,
-    board_history,
-    board_statuses,
-    make_app,
+    board_app,
     p99_script,
     until,
 )
@@ -32,10 +29,10 @@ from tests.tui.snapshot_sizes import SIZES, Compare
 RunBefore = Callable[[Pilot[Any]], Awaitable[None]]
 
 
-def board_app(clock: FakeClock, *gates: asyncio.Event, **changes: Any) -> OncallApp:
+def p99_board(clock: FakeClock, *gates: asyncio.Event, **changes: Any) -> OncallApp:
+    """The board with its last hour, P99's checklist waiting at `gates`."""
     checklists = FakeChecklists({P99: p99_script(*gates)})
-    alerts = FakeAlerts(board_statuses(), board_history())
-    return make_app(alerts, checklists, clock=clock, **changes)
+    return board_app(checklists, history=True, clock=clock, **changes)
 
 
 def board_settled(app: OncallApp) -> bool:
@@ -83,14 +80,14 @@ def steps_laid_out(app: OncallApp) -> bool:
 def test_board_with_inactive_pending_and_firing_alerts(
     snap_compare: Compare, size: tuple[int, int]
 ) -> None:
-    app = board_app(FakeClock())
+    app = p99_board(FakeClock())
     assert snap_compare(app, terminal_size=size, run_before=settle_board)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_incident_mid_run(snap_compare: Compare, size: tuple[int, int]) -> None:
     clock = FakeClock()
-    app = board_app(clock, asyncio.Event())  # stops before the GPU step's answer
+    app = p99_board(clock, asyncio.Event())  # stops before the GPU step's answer
     run_before = open_p99(clock, finished=False, age=12)
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
@@ -98,20 +95,20 @@ def test_incident_mid_run(snap_compare: Compare, size: tuple[int, int]) -> None:
 @pytest.mark.parametrize("size", SIZES)
 def test_incident_finished(snap_compare: Compare, size: tuple[int, int]) -> None:
     clock = FakeClock()
-    app = board_app(clock)
+    app = p99_board(clock)
     run_before = open_p99(clock, finished=True, age=42)
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_read_only_banner(snap_compare: Compare, size: tuple[int, int]) -> None:
-    app = board_app(FakeClock(), read_only=True, context={"name": "staging"})
+    app = p99_board(FakeClock(), read_only=True, context={"name": "staging"})
     assert snap_compare(app, terminal_size=size, run_before=settle_board)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_production_context(snap_compare: Compare, size: tuple[int, int]) -> None:
-    app = board_app(FakeClock(), context={"name": "prod-eu", "production": True})
+    app = p99_board(FakeClock(), context={"name": "prod-eu", "production": True})
     assert snap_compare(app, terminal_size=size, run_before=settle_board)
 
 
@@ -120,6 +117,6 @@ def test_no_color(
     snap_compare: Compare, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
-    app = board_app(FakeClock(), context={"name": "prod-eu", "production": True})
+    app = p99_board(FakeClock(), context={"name": "prod-eu", "production": True})
     assert app.no_color
     assert snap_compare(app, terminal_size=size, run_before=settle_board)
