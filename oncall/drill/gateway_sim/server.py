@@ -46,6 +46,8 @@ from oncall.drill.gateway_sim.prompts import check_prompt
 from oncall.drill.gateway_sim.upstream import LlmUpstreams, UpstreamError
 
 ROUTE = "/chat"
+#: Every endpoint, declared at its handler.
+ROUTES = web.RouteTableDef()
 SESSION_TTL_SECONDS = 1800
 #: Turns of a session kept (user + assistant messages).
 SESSION_KEEP = 10
@@ -249,6 +251,7 @@ async def _parse_chat(request: web.Request) -> tuple[str, str | None] | str:
     return body["prompt"], session or None
 
 
+@ROUTES.post(ROUTE)
 async def chat(request: web.Request) -> web.Response:
     """`POST /chat`: the whole pipeline, measured."""
     gw = _gw(request)
@@ -277,21 +280,25 @@ async def chat(request: web.Request) -> web.Response:
     return response
 
 
+@ROUTES.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus exposition text."""
     return web.Response(body=_gw(request).metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
 
+@ROUTES.get("/health")
 async def health(request: web.Request) -> web.Response:
     """Liveness: the process answers."""
     return web.json_response({"status": "ok"})
 
 
+@ROUTES.get("/drill/config")
 async def get_config(request: web.Request) -> web.Response:
     """The current drill configuration."""
     return web.json_response(_gw(request).config.as_dict())
 
 
+@ROUTES.post("/drill/config")
 async def post_config(request: web.Request) -> web.Response:
     """Change some drill fields; 400 with every problem if any is wrong (nothing changes)."""
     gw = _gw(request)
@@ -306,6 +313,7 @@ async def post_config(request: web.Request) -> web.Response:
     return web.json_response(gw.config.as_dict())
 
 
+@ROUTES.post("/drill/reset")
 async def reset(request: web.Request) -> web.Response:
     """Configuration back to its start values; cache and session keys deleted."""
     gw = _gw(request)
@@ -330,10 +338,5 @@ def build_app(settings: GatewaySettings) -> web.Application:
         await gateway.aclose()
 
     app.cleanup_ctx.append(clients)
-    app.router.add_post(ROUTE, chat)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/health", health)
-    app.router.add_get("/drill/config", get_config)
-    app.router.add_post("/drill/config", post_config)
-    app.router.add_post("/drill/reset", reset)
+    app.add_routes(ROUTES)
     return app
