@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
 from oncall import __version__
 from oncall.cli.lazy_parser import LazyParser
-from tests.cli_runner import run_oncall
+from tests.cli_runner import Result, run_oncall
 
 
 def test_version() -> None:
@@ -48,8 +49,16 @@ def test_help_lists_commands_settings_and_exit_codes() -> None:
     assert "exit codes" in result.stdout
 
 
+def config_show(
+    cwd: Path, *args: str, options: Sequence[str] = (), env: dict[str, str] | None = None
+) -> Result:
+    """`oncall [OPTIONS] config show [ARGS]` in `cwd`, with a clean ONCALL_* environment plus
+    `env`."""
+    return run_oncall(*options, "config", "show", *args, cwd=cwd, env=env)
+
+
 def test_config_show_defaults_are_valid_yaml(tmp_path: Path) -> None:
-    result = run_oncall("config", "show", cwd=tmp_path)
+    result = config_show(tmp_path)
     assert result.code == 0, result.stderr
     shown = yaml.safe_load(result.stdout)
     assert shown["prometheus"]["url"] == "http://127.0.0.1:9090"
@@ -62,17 +71,9 @@ def test_config_show_names_the_source_of_each_value(tmp_path: Path) -> None:
     (tmp_path / "oncall.yaml").write_text(
         "context:\n  name: prod-eu\nredis:\n  timeout: 1500ms\nprometheus:\n  url: http://127.0.0.1:9999\n"
     )
-    result = run_oncall(
-        "--read-only",
-        "config",
-        "show",
-        "-o",
-        "json",
-        "--set",
-        "alerts.packs=ai-service,platform",
-        cwd=tmp_path,
-        env={"ONCALL_PROMETHEUS__TIMEOUT": "3s", "ONCALL_REDIS__TIMEOUT": "4s"},
-    )
+    env = {"ONCALL_PROMETHEUS__TIMEOUT": "3s", "ONCALL_REDIS__TIMEOUT": "4s"}
+    packs = "alerts.packs=ai-service,platform"
+    result = config_show(tmp_path, "-o", "json", "--set", packs, options=["--read-only"], env=env)
     assert result.code == 0, result.stderr
     body = json.loads(result.stdout)
     assert body["config_file"] == str(tmp_path / "oncall.yaml")
@@ -95,19 +96,10 @@ def test_config_show_names_the_source_of_each_value(tmp_path: Path) -> None:
 def test_config_file_from_environment_and_flag(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text("context:\n  name: from-env\n")
     (tmp_path / "b.yaml").write_text("context:\n  name: from-flag\n")
-    result = run_oncall(
-        "config", "show", "-o", "json", cwd=tmp_path, env={"ONCALL_CONFIG": "a.yaml"}
-    )
+    result = config_show(tmp_path, "-o", "json", env={"ONCALL_CONFIG": "a.yaml"})
     assert json.loads(result.stdout)["settings"]["context"]["name"] == "from-env"
-    result = run_oncall(
-        "--config",
-        "b.yaml",
-        "config",
-        "show",
-        "-o",
-        "json",
-        cwd=tmp_path,
-        env={"ONCALL_CONFIG": "a.yaml"},
+    result = config_show(
+        tmp_path, "-o", "json", options=["--config", "b.yaml"], env={"ONCALL_CONFIG": "a.yaml"}
     )
     assert json.loads(result.stdout)["settings"]["context"]["name"] == "from-flag"
 
@@ -118,7 +110,7 @@ def test_secrets_are_masked_everywhere(tmp_path: Path) -> None:
         "prometheus:\n  bearer_token: tok-123\n"
     )
     for output in ("yaml", "json"):
-        result = run_oncall("config", "show", "-o", output, cwd=tmp_path)
+        result = config_show(tmp_path, "-o", output)
         assert result.code == 0, result.stderr
         for secret in ("hunter2", "swordfish", "tok-123"):
             assert secret not in result.stdout
@@ -127,7 +119,7 @@ def test_secrets_are_masked_everywhere(tmp_path: Path) -> None:
 
 def test_secret_with_wrong_type_is_not_echoed(tmp_path: Path) -> None:
     (tmp_path / "oncall.yaml").write_text("redis:\n  password: [hunter2]\n")
-    result = run_oncall("config", "show", cwd=tmp_path)
+    result = config_show(tmp_path)
     assert result.code == 2
     assert "redis.password" in result.stderr
     assert "hunter2" not in result.stderr
@@ -143,7 +135,7 @@ def test_unknown_key_and_wrong_type_are_both_reported(tmp_path: Path) -> None:
         "guards:\n"
         "  rate_limit_actions: many\n"
     )
-    result = run_oncall("config", "show", cwd=tmp_path)
+    result = config_show(tmp_path)
     assert result.code == 2
     assert result.stdout == ""
     assert "Traceback" not in result.stderr
@@ -160,21 +152,15 @@ def test_unknown_key_and_wrong_type_are_both_reported(tmp_path: Path) -> None:
 
 def test_yaml_syntax_error_reports_its_position(tmp_path: Path) -> None:
     (tmp_path / "oncall.yaml").write_text("redis:\n  url: redis://x\n timeout: 2s\n")
-    result = run_oncall("config", "show", cwd=tmp_path)
+    result = config_show(tmp_path)
     assert result.code == 2
     assert "Traceback" not in result.stderr
     assert "oncall.yaml:3:2: YAML syntax error" in result.stderr
 
 
 def test_bad_environment_and_flag_values_name_their_source(tmp_path: Path) -> None:
-    result = run_oncall(
-        "config",
-        "show",
-        "--set",
-        "gpu.source=cuda",
-        cwd=tmp_path,
-        env={"ONCALL_REDIS__TIMEOUT": "-1", "ONCALL_NOPE": "1"},
-    )
+    env = {"ONCALL_REDIS__TIMEOUT": "-1", "ONCALL_NOPE": "1"}
+    result = config_show(tmp_path, "--set", "gpu.source=cuda", env=env)
     assert result.code == 2
     assert "env ONCALL_REDIS__TIMEOUT: redis.timeout:" in result.stderr
     assert "env ONCALL_NOPE: nope: unknown key 'nope'" in result.stderr
@@ -182,13 +168,13 @@ def test_bad_environment_and_flag_values_name_their_source(tmp_path: Path) -> No
 
 
 def test_missing_config_file_is_a_usage_error(tmp_path: Path) -> None:
-    result = run_oncall("--config", "absent.yaml", "config", "show", cwd=tmp_path)
+    result = config_show(tmp_path, options=["--config", "absent.yaml"])
     assert result.code == 2
     assert "absent.yaml: file not found" in result.stderr
 
 
 def test_malformed_set_flag(tmp_path: Path) -> None:
-    result = run_oncall("config", "show", "--set", "read_only", cwd=tmp_path)
+    result = config_show(tmp_path, "--set", "read_only")
     assert result.code == 2
     assert "--set expects KEY=VALUE" in result.stderr
 
