@@ -14,9 +14,10 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from oncall.drill.netutil import port_accepts
 
@@ -78,19 +79,33 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def start_in_session(
+    argv: list[str],
+    out: IO[bytes],
+    *,
+    env: Mapping[str, str] | None = None,
+    preexec_fn: Callable[[], object] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start argv in a session of its own (a stop signals its whole process group), stdin
+    closed, stdout and stderr to `out`; `env` None: this process's environment. `preexec_fn`
+    runs in the child before exec: it must take no locks (the tests' harness only calls prctl)."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+        preexec_fn=preexec_fn,  # noqa: PLW1509 - see the docstring: no locks taken
+    )
+
+
 def spawn_detached(
     name: str, argv: list[str], port: int, log: Path, env: dict[str, str] | None = None
 ) -> ProcessRecord:
     """Start argv in its own session with output to log; it outlives this process."""
     with log.open("ab") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **(env or {})},
-        )
+        proc = start_in_session(argv, out, env={**os.environ, **(env or {})})
     return ProcessRecord(name=name, pid=proc.pid, port=port, argv=argv, log=str(log))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from oncall.drill.supervisor import pid_alive
+from oncall.drill.supervisor import pid_alive, start_in_session
 
 __all__ = ["pid_alive"]  # re-exported: the tests check liveness the way the drill does
 
@@ -89,14 +89,7 @@ def _die_with_parent() -> None:
 def spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     """Start argv with output to log; it dies with this process and is recorded."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
-        )
+        proc = start_in_session(argv, out, preexec_fn=_die_with_parent)
     STARTED_PIDS.add(proc.pid)
     return proc
 
