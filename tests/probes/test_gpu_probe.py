@@ -417,7 +417,7 @@ async def test_dcgm_devices_from_prometheus(dcgm: Dcgm) -> None:
     assert busy["memory_used_mib"] == VLLM_MIB  # pre-allocated, whatever the load
     assert busy["memory_used_ratio"] == pytest.approx(VLLM_MIB / USABLE_MIB)
     assert (idle["memory_used_mib"], idle["utilization_ratio"]) == (0, 0.0)
-    assert idle["power_w"] == SPEC.idle_power_w
+    assert idle["power_w"] == SPEC.power_w.idle
     assert 0.4 <= busy["utilization_ratio"] <= 1.0
     assert busy["temperature_c"] > idle["temperature_c"]
     assert facts["max_memory_used_ratio"] == busy["memory_used_ratio"]

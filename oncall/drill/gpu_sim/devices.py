@@ -26,6 +26,18 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 
 
 @dataclass(frozen=True)
+class Span:
+    """A reading that goes from `idle` (no load) to `full` in proportion to the load."""
+
+    idle: float
+    full: float
+
+    def at(self, load: float) -> float:
+        """The reading at `load` (0: idle, 1: full)."""
+        return self.idle + (self.full - self.idle) * load
+
+
+@dataclass(frozen=True)
 class GpuSpec:
     """The card: H100 80GB HBM3 numbers as dcgm-exporter reports them."""
 
@@ -38,10 +50,10 @@ class GpuSpec:
     mig_profile: str = "3g.40gb"
     mig_instances: int = 2
     mig_instance_mib: int = 40320
-    idle_power_w: float = 70.0
-    max_power_w: float = 700.0
-    idle_temp_c: float = 33.0
-    max_temp_c: float = 78.0
+    #: Board power and temperature, from idle to full (the simulator's power reaches 90% of
+    #: its span at 100% utilisation; the temperature all of it).
+    power_w: Span = Span(70.0, 700.0)
+    temp_c: Span = Span(33.0, 78.0)
 
     @property
     def usable_mib(self) -> int:
@@ -168,8 +180,8 @@ def read_slot(
     used_mib = min(capacity, round(used))
     utils = {claim.key: _util(load) for claim, load in pods}
     util = min(100, sum(utils.values()))
-    temp = spec.idle_temp_c + (spec.max_temp_c - spec.idle_temp_c) * util / 100
-    power = spec.idle_power_w + (spec.max_power_w - spec.idle_power_w) * 0.9 * util / 100
+    temp = spec.temp_c.at(util / 100)
+    power = spec.power_w.at(0.9 * (util / 100))
     return Reading(
         fb_used_mib=used_mib,
         fb_free_mib=capacity - used_mib,
