@@ -9,18 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from oncall.backends.prometheus import PrometheusClient
+from oncall.model.alerts import AlertRule
 from tests.cli_runner import run_oncall
 from tests.harness.processes import eventually
-from tests.harness.servers import RunningServer
+from tests.harness.servers import RunningServer, rule_file_text
 
-PACK = """
-groups:
-  - name: g
-    rules:
-      - alert: Seven
-        expr: vector(7) > 5
-        for: 1s
-"""
+SEVEN = AlertRule(name="Seven", expr="vector(7) > 5", group="g", file="", line=0, for_s=1.0)
 RUNBOOK = """
 alert: Seven
 title: Seven is over five
@@ -38,7 +32,7 @@ steps:
 
 def setup(tmp_path: Path, start_prometheus: Callable[..., RunningServer]) -> list[str]:
     (tmp_path / "alerts").mkdir()
-    (tmp_path / "alerts" / "seven.yaml").write_text(PACK)
+    (tmp_path / "alerts" / "seven.yaml").write_text(rule_file_text(SEVEN))
     (tmp_path / "runbooks").mkdir()
     (tmp_path / "runbooks" / "Seven.yaml").write_text(RUNBOOK)
     server = start_prometheus(rule_files=[tmp_path / "alerts" / "seven.yaml"])

@@ -16,6 +16,8 @@ import redis
 import yaml
 
 from oncall.drill.components import alerting_config, alertmanager_argv
+from oncall.model.alerts import AlertRule
+from oncall.settings.durations import format_duration
 from tests.harness.processes import free_port, require_binary, serving
 
 
@@ -66,6 +68,25 @@ def redis_server(directory: Path, *extra_args: str) -> Iterator[RunningServer]:
     ready = functools.partial(_redis_ready, port)
     with serving(argv, log, ready, timeout=10, what="redis-server to answer PING") as proc:
         yield RunningServer("redis-server", port, f"redis://127.0.0.1:{port}/0", proc, directory)
+
+
+def rule_file_text(*rules: AlertRule) -> str:
+    """A Prometheus rule file holding `rules` (their groups in order of appearance): the YAML
+    for a real Prometheus to evaluate the same rules a test builds as AlertRules."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for rule in rules:
+        entry: dict[str, Any] = {"alert": rule.name, "expr": rule.expr}
+        if rule.for_s:
+            entry["for"] = format_duration(rule.for_s)
+        if rule.keep_firing_for_s:
+            entry["keep_firing_for"] = format_duration(rule.keep_firing_for_s)
+        if rule.labels:
+            entry["labels"] = dict(rule.labels)
+        if rule.annotations:
+            entry["annotations"] = dict(rule.annotations)
+        groups.setdefault(rule.group, []).append(entry)
+    doc = {"groups": [{"name": name, "rules": entries} for name, entries in groups.items()]}
+    return yaml.safe_dump(doc, sort_keys=False)
 
 
 def _prometheus_ready(url: str) -> bool:

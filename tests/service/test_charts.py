@@ -23,16 +23,8 @@ from oncall.service.charts import (
 )
 from oncall.settings import Settings
 from tests.harness.processes import eventually
-from tests.harness.servers import RunningServer
+from tests.harness.servers import RunningServer, rule_file_text
 
-RULES = """
-groups:
-  - name: g
-    rules:
-      - alert: Seven
-        expr: vector(7) > 5
-        for: 2s
-"""
 POD = {"kind": "Deployment", "namespace": "ai", "name": "vllm"}
 
 
@@ -89,7 +81,7 @@ async def test_alert_chart_is_one_request_with_states_and_markers(
     start_prometheus: Callable[..., RunningServer], tmp_path: Path
 ) -> None:
     rules_file = tmp_path / "rules.yml"
-    rules_file.write_text(RULES)
+    rules_file.write_text(rule_file_text(rule()))
     server = start_prometheus(rule_files=[rules_file])
     audit = tmp_path / "audit.jsonl"
     log = AuditLog(audit)
