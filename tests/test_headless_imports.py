@@ -23,7 +23,10 @@ with contextlib.redirect_stdout(out):
         code = exc.code
 heavy = sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'kubernetes', 'rich'})
 models = sorted(set(sys.modules) & {'pydantic', 'oncall.model.action_params'})
-print(json.dumps({"code": code, "heavy": heavy, "models": models}))
+probes = sorted(m for m in sys.modules if m.startswith('oncall.probes.'))
+probes += sorted({m.split('.')[0] for m in sys.modules} & {'prometheus_client'})
+report = {"code": code, "heavy": heavy, "models": models, "probes": probes}
+print(json.dumps(report))
 """
 
 
@@ -79,13 +82,8 @@ steps:
 """
 
 
-@pytest.mark.parametrize("argv", [["alerts"], ["alerts", "-o", "json"], ["check", "HeadlessProbe"]])
-def test_alerts_and_check_do_not_import_textual(argv: list[str], tmp_path: Path) -> None:
-    """`oncall alerts` and `oncall check` reach Prometheus and the backends through the service,
-    never through the app: with every backend refusing they exit 3, and load no textual (nor
-    kubernetes: this runbook has no Kubernetes step). rich they do load, through httpx: its
-    package imports its own command line (`httpx._main`, rich and click) whenever they are
-    installed, and textual's dependency on rich installs it."""
+def _prometheus_and_redis_runbook(tmp_path: Path) -> None:
+    """RUNBOOK in tmp_path/runbooks, and settings there whose Prometheus and Redis refuse."""
     (tmp_path / "runbooks").mkdir()
     (tmp_path / "runbooks" / "HeadlessProbe.yaml").write_text(RUNBOOK, encoding="utf-8")
     settings = {
@@ -94,9 +92,41 @@ def test_alerts_and_check_do_not_import_textual(argv: list[str], tmp_path: Path)
         "runbooks": {"dirs": [str(tmp_path / "runbooks")]},
     }
     (tmp_path / "oncall.yaml").write_text(json.dumps(settings), encoding="utf-8")
+
+
+@pytest.mark.parametrize("argv", [["alerts"], ["alerts", "-o", "json"], ["check", "HeadlessProbe"]])
+def test_alerts_and_check_do_not_import_textual(argv: list[str], tmp_path: Path) -> None:
+    """`oncall alerts` and `oncall check` reach Prometheus and the backends through the service,
+    never through the app: with every backend refusing they exit 3, and load no textual (nor
+    kubernetes: this runbook has no Kubernetes step). rich they do load, through httpx: its
+    package imports its own command line (`httpx._main`, rich and click) whenever they are
+    installed, and textual's dependency on rich installs it."""
+    _prometheus_and_redis_runbook(tmp_path)
     report, stderr = probe(argv, tmp_path)
     assert report["code"] == 3, stderr
     assert set(report["heavy"]) <= {"rich"}
+
+
+def test_check_imports_only_the_probe_families_its_runbook_uses(tmp_path: Path) -> None:
+    """Issue 15 (a fresh `oncall check`): a runbook of Prometheus and Redis steps loads those
+    two probe modules and not the vLLM (prometheus_client's parser), Kubernetes or GPU ones;
+    `oncall runbook schema`, which lists every probe, loads them all (so the check can fail)."""
+    _prometheus_and_redis_runbook(tmp_path)
+    report, stderr = probe(["check", "HeadlessProbe", "-o", "json"], tmp_path)
+    assert report["code"] == 3, stderr
+    assert [p for p in report["probes"] if p not in BASE_PROBE_MODULES] == [
+        "oncall.probes.prometheus",
+        "oncall.probes.redis",
+    ]
+    report, stderr = probe(["runbook", "schema"], tmp_path)
+    assert report["code"] == 0, stderr
+    assert {"oncall.probes.vllm", "oncall.probes.kube", "prometheus_client"} <= set(
+        report["probes"]
+    )
+
+
+#: What every checklist imports, whichever probes its steps use.
+BASE_PROBE_MODULES = {"oncall.probes.base", "oncall.probes.context", "oncall.probes.registry"}
 
 
 KUBE_RUNBOOK = """\
