@@ -1,6 +1,6 @@
 """Kubernetes probes: pods, events, a deployment (with its vLLM max-num-seqs) and nodes.
 
-    kubectl get pods -n NS -l SELECTOR
+    kubectl get pods -n NS -l SELECTOR --field-selector metadata.name=NAME,spec.nodeName=NODE
     kubectl get events -n NS --field-selector involvedObject.kind=KIND,involvedObject.name=NAME
     kubectl get deployment NAME -n NS -o yaml
     kubectl describe nodes -l SELECTOR
@@ -40,6 +40,7 @@ class NamespacedParams(ProbeParams):
 class PodsParams(NamespacedParams):
     selector: str | None = Field(None, description="Label selector, e.g. app=vllm.")
     name: str | None = Field(None, description="Only the pod of this name.")
+    node: str | None = Field(None, description="Only the pods on this node (spec.nodeName).")
 
 
 class EventsParams(NamespacedParams):
@@ -94,10 +95,11 @@ async def run_pods(ctx: ProbeContext, params: PodsParams) -> Facts:
     - `oom_killed`: names of pods whose latest termination is OOMKilled.
     - `crash_looping`: names of pods with a container waiting in CrashLoopBackOff.
 
-    `name` selects by field selector, so a missing pod is `count` 0, not an error.
+    `selector`, `name` and `node` are the list's label and field selectors: the API server
+    filters (a fleet's namespace is not listed whole), and a missing pod is `count` 0.
     """
     reader = await kube_reader(ctx)
-    field_selector = f"metadata.name={params.name}" if params.name else None
+    field_selector = _pod_fields(params)
     items = await reader.list_pods(_namespace(ctx, params), params.selector, field_selector)
     now = datetime.now(UTC)
     pods = sorted((pod_facts(p, now) for p in items), key=lambda p: str(p["name"]))
@@ -117,10 +119,18 @@ async def run_pods(ctx: ProbeContext, params: PodsParams) -> Facts:
     }
 
 
+def _pod_fields(params: PodsParams) -> str | None:
+    """The field selector of `name` and `node`, as `kubectl --field-selector` takes it."""
+    fields = [f"metadata.name={params.name}"] if params.name else []
+    fields += [f"spec.nodeName={params.node}"] if params.node else []
+    return ",".join(fields) or None
+
+
 def pods_equivalent(ctx: ProbeContext, params: PodsParams) -> str:
     selector = ["-l", params.selector] if params.selector else []
-    by_name = ["--field-selector", f"metadata.name={params.name}"] if params.name else []
-    return _kubectl(ctx, "get", "pods", "-n", _namespace(ctx, params), *selector, *by_name)
+    fields = _pod_fields(params)
+    by_field = ["--field-selector", fields] if fields else []
+    return _kubectl(ctx, "get", "pods", "-n", _namespace(ctx, params), *selector, *by_field)
 
 
 # -- kube.events ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from oncall.drill.kube_sim import (
@@ -165,6 +166,64 @@ async def test_pods_by_name_namespace_default_and_crash_loop(cluster: Cluster) -
     assert (pod["ready"], facts["not_ready_count"]) == (False, 1)
     assert pod["containers"][0]["state"] == "waiting"
     assert pod["containers"][0]["waiting_reason"] == "CrashLoopBackOff"
+
+
+async def test_lists_carry_the_steps_selectors_to_the_api_server(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15: a probe's list asks the API server for what the step names (label selector;
+    `metadata.name`, `spec.nodeName`, `involvedObject.*` field selectors, as kubectl sends
+    them), so a fleet's namespace is not listed whole; and its facts are those of the whole
+    list filtered by the same rule here."""
+    sent: list[httpx.URL] = []
+    original = httpx.AsyncClient.send
+
+    async def recording(client: httpx.AsyncClient, request: httpx.Request, **kw: Any) -> Any:
+        sent.append(request.url)
+        return await original(client, request, **kw)
+
+    monkeypatch.setattr(httpx.AsyncClient, "send", recording)
+    settings = cluster.settings()
+
+    def selectors() -> dict[str, str]:
+        """The selectors of the last list sent (one page: the drill's lists are small)."""
+        query = dict(sent[-1].params)
+        return {k: v for k, v in query.items() if k in ("labelSelector", "fieldSelector")}
+
+    everything = await run(settings, "kube.pods")
+    assert selectors() == {}
+    vllm = await run(settings, "kube.pods", selector="app=vllm", node="gpu-node-1")
+    assert selectors() == {"labelSelector": "app=vllm", "fieldSelector": "spec.nodeName=gpu-node-1"}
+    on_node = await run(settings, "kube.pods", node="gpu-node-1")
+    assert [p["name"] for p in on_node["pods"]] == [
+        p["name"] for p in everything["pods"] if p["node"] == "gpu-node-1"
+    ]
+    assert {p["name"] for p in vllm["pods"]} < {p["name"] for p in on_node["pods"]}
+    assert vllm["count"] == 2 and vllm["not_ready_count"] == 0
+    assert (await run(settings, "kube.pods", node="gpu-node-9"))["count"] == 0
+    name = vllm["pods"][0]["name"]
+    one = await run(settings, "kube.pods", name=name, node="gpu-node-1")
+    assert selectors() == {"fieldSelector": f"metadata.name={name},spec.nodeName=gpu-node-1"}
+    assert [p["name"] for p in one["pods"]] == [name]
+
+    def seen(facts: Facts) -> list[tuple[Any, ...]]:
+        return [(e["object"], e["reason"], e["last_seen"], e["count"]) for e in facts["events"]]
+
+    pod_events = await run(settings, "kube.events", kind="Pod", limit=500)
+    assert selectors() == {"fieldSelector": "involvedObject.kind=Pod"}
+    about = await run(settings, "kube.events", kind="Pod", name=name, limit=500)
+    assert selectors() == {"fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={name}"}
+    assert about["count"] > 0
+    assert seen(about) == [e for e in seen(pod_events) if e[0] == f"Pod/{name}"]
+
+    gpus = await run(settings, "kube.nodes", selector="nvidia.com/gpu.count")
+    assert selectors() == {"labelSelector": "nvidia.com/gpu.count"}
+    assert gpus["count"] == (await run(settings, "kube.nodes"))["count"] == 1
+    logs_probe = all_probes()["kube.logs"]
+    async with ProbeContext(settings) as ctx:
+        await logs_probe.run(ctx, logs_probe.params(selector="app=broken"))
+    listed = [u for u in sent if u.path.endswith("/pods")]
+    assert dict(listed[-1].params).get("labelSelector") == "app=broken"
 
 
 async def test_oom_killed_pod_and_its_events(cluster: Cluster) -> None:
@@ -509,6 +568,9 @@ def test_kubectl_equivalents() -> None:
     )
     assert pods(bare, kube.PodsParams(name="vllm-1", namespace="x")) == (
         "kubectl get pods -n x --field-selector metadata.name=vllm-1"
+    )
+    assert pods(bare, kube.PodsParams(selector="app=vllm", node="n-1")) == (
+        "kubectl get pods -n llm -l app=vllm --field-selector spec.nodeName=n-1"
     )
     assert kube.events_equivalent(bare, kube.EventsParams(kind="Pod", name="p")) == (
         "kubectl get events -n llm --field-selector involvedObject.kind=Pod,involvedObject.name=p"
