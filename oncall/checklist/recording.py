@@ -18,8 +18,9 @@ from typing import Any
 
 import yaml
 
-from oncall.errors import UsageError
+from oncall.errors import ConfigError, UsageError
 from oncall.model.checklist_events import StepResult, findings_line
+from oncall.settings.yaml_marks import load_marked_yaml
 
 
 def _plain(value: Any) -> Any:
@@ -52,12 +53,14 @@ def recorded_case(alert: dict[str, Any], results: list[StepResult], now: float) 
 def write_record(file: Path, runbook_path: str, case: dict[str, Any]) -> None:
     """Write (or append to) the test file `file` for the runbook at `runbook_path`."""
     runbook = os.path.relpath(Path(runbook_path).resolve(), file.parent.resolve())
-    if file.exists():
-        try:
-            data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise UsageError(f"{file}: not a readable test file ({exc}); not overwritten") from exc
-        if not isinstance(data, dict) or not isinstance(data.get("tests"), list):
+    if file.exists() and not file.is_dir():  # a folder: the write below says it cannot
+        # Read as `oncall runbook test` reads it (and runbooks are read): bounded in bytes,
+        # depth and alias expansion, every problem located; a huge or hostile file is refused.
+        doc, problems = load_marked_yaml(file)
+        if problems:
+            raise ConfigError(problems, what="--record file, not overwritten")
+        data = doc.data
+        if not isinstance(data.get("tests"), list):
             raise UsageError(f"{file}: not a runbook test file; not overwritten")
         data["tests"].append(case)
     else:
