@@ -53,6 +53,16 @@ def verifying_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=False)
 
 
+def _tls_for(url: str) -> ssl.SSLContext:
+    """The verifying context for an https URL. An http one never uses TLS (its requests are
+    paths below it; redirects are not followed), so it gets a context that trusts no CA at
+    all rather than pay for loading the bundle (a cold `oncall check`): were TLS ever used,
+    it would refuse every certificate."""
+    if url.lower().startswith("http://"):
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return verifying_context()
+
+
 class HttpBackend(AsyncClosing):
     """One connection pool to one backend URL; use as `async with Client(...) as c`.
 
@@ -78,7 +88,7 @@ class HttpBackend(AsyncClosing):
             transport=transport,
             # Loopback and cluster-internal URLs: never route through an environment proxy.
             trust_env=False,
-            verify=verifying_context() if transport is None else True,
+            verify=_tls_for(self.url) if transport is None else True,
         )
 
     async def aclose(self) -> None:
