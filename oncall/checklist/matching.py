@@ -10,13 +10,13 @@ match one alert: `oncall runbook lint` reports them, as the choice would then be
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from oncall.errors import Problem
 from oncall.model.matchers import MatcherError, Selection, parse_selection
-from oncall.settings.yaml_marks import load_marked_yaml
+from oncall.settings.yaml_marks import MarkedDocument, load_marked_yaml
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,15 @@ class Matched:
         return (len(matchers), sum(1 for m in matchers if m.op == "="))
 
 
-def matching_runbooks(files: Sequence[Path]) -> list[Matched]:
-    """The runbooks among `files` that declare a readable `match:`."""
+Reader = Callable[[Path], tuple[MarkedDocument, list[Problem]]]
+
+
+def matching_runbooks(files: Sequence[Path], read: Reader = load_marked_yaml) -> list[Matched]:
+    """The runbooks among `files` that declare a readable `match:`; `read` reads a file (a
+    caller that has read them already passes its cache)."""
     found = []
     for file in files:
-        doc, problems = load_marked_yaml(file)
+        doc, problems = read(file)
         text = doc.data.get("match") if not problems else None
         if not isinstance(text, str):
             continue

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from oncall.checklist.loader import load_runbook
+from oncall.service import checklists
 from oncall.service.checklists import find_runbook
 from oncall.settings import Settings
+from oncall.settings.yaml_marks import load_marked_yaml
 from tests.cli_runner import run_oncall
 
 BODY = """\
@@ -45,6 +50,30 @@ def test_the_shipped_generic_runbook_is_found_for_a_kube_prometheus_alert() -> N
     path = find_runbook(Settings(), "KubeContainerWaiting", {"namespace": "ai", "pod": "x"})
     assert path.name == "kube-container-waiting.yaml"
     assert load_runbook(path).problems == []
+
+
+def test_finding_a_runbook_by_match_reads_each_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15 (a fresh `oncall check`): the search by `alert:` and the one by `match:` share
+    one read of each file, and a folder named twice (relative and absolute) is searched once;
+    the runbook found is the same."""
+    exact = _write(tmp_path, "c-exact", '{alertname="KubePodNotReady", namespace="ai"}')
+    _write(tmp_path, "a-generic", '{alertname=~"KubePod.*"}')
+    reads: list[Path] = []
+    original = load_marked_yaml
+
+    def counted(path: Path, *args: Any, **kwargs: Any) -> Any:
+        reads.append(path.resolve())
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(checklists, "load_marked_yaml", counted)
+    monkeypatch.chdir(tmp_path.parent)
+    twice = [str(tmp_path), tmp_path.name]  # one folder under two names
+    settings = Settings.model_validate({"runbooks": {"dirs": twice}})
+    assert find_runbook(settings, "KubePodNotReady", {"namespace": "ai"}) == exact
+    assert len(reads) == len(set(reads))
+    assert {exact.resolve(), (tmp_path / "a-generic.yaml").resolve()} <= set(reads)
 
 
 def test_a_bad_or_missing_match_is_located(tmp_path: Path) -> None:
