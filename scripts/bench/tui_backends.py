@@ -12,8 +12,9 @@ import json
 import socket
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from scripts.bench.tui_common import PACKS, ROOT
 from tests.harness.processes import free_port, wait_until
@@ -29,31 +30,61 @@ def closed_ports() -> dict[str, str]:
     }
 
 
-def write_config(path: Path, prometheus: str, dead: dict[str, str], directory: Path) -> Path:
-    """Settings for the app: this Prometheus; Redis, vLLM and Kubernetes at `dead` URLs."""
-    kubeconfig = directory / f"{path.stem}.kubeconfig"
-    kubeconfig.write_text(
+def _kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig with one context, `bench`, whose API server is `server`."""
+    path.write_text(
         json.dumps(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "bench", "cluster": {"server": dead["kubernetes"]}}],
+                "clusters": [{"name": "bench", "cluster": {"server": server}}],
                 "users": [{"name": "bench", "user": {"token": "bench"}}],
                 "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
                 "current-context": "bench",
             }
         )
     )
-    settings = {
-        "context": {"name": "bench"},
+    return path
+
+
+def _settings(prometheus: str, dead: dict[str, str], kubeconfig: Path) -> dict[str, Any]:
+    """The backend sections: this Prometheus; Redis, vLLM and Kubernetes at `dead` URLs."""
+    return {
         "prometheus": {"url": prometheus, "timeout": "2s"},
         "kubernetes": {"kubeconfig": str(kubeconfig), "namespace": "ai"},
         "redis": {"url": dead["redis"], "timeout": "1s"},
         "vllm": {"urls": [dead["vllm"]]},
+    }
+
+
+def write_config(
+    path: Path,
+    prometheus: str,
+    dead: dict[str, str],
+    directory: Path,
+    *,
+    contexts: Mapping[str, tuple[str, dict[str, str]] | None] | None = None,
+) -> Path:
+    """Settings for the app: this Prometheus; Redis, vLLM and Kubernetes at `dead` URLs.
+
+    With `contexts`, those contexts on one board: each with its own Prometheus URL and dead
+    URLs as above, or None for the top-level backends."""
+    kubeconfig = _kubeconfig(directory / f"{path.stem}.kubeconfig", dead["kubernetes"])
+    settings: dict[str, Any] = {
+        "context": {"name": "bench"},
+        **_settings(prometheus, dead, kubeconfig),
         "gpu": {"source": "dcgm"},
         "alerts": {"packs": list(PACKS), "refresh": "1s"},
         "audit": {"path": str(directory / "audit.jsonl")},
     }
+    if contexts is not None:
+        settings["contexts"] = {}
+        for name, own in contexts.items():
+            if own is None:
+                settings["contexts"][name] = {}
+                continue
+            kube = _kubeconfig(directory / f"{path.stem}-{name}.kubeconfig", own[1]["kubernetes"])
+            settings["contexts"][name] = _settings(*own, kube)
     path.write_text(json.dumps(settings, indent=1))  # JSON is YAML
     return path
 
@@ -103,6 +134,15 @@ class SilentListeners:
 
     def url(self, index: int, scheme: str = "http") -> str:
         return f"{scheme}://127.0.0.1:{self.sockets[index].getsockname()[1]}"
+
+    def backends(self) -> tuple[str, dict[str, str]]:
+        """Prometheus (listener 0), and Redis, vLLM, Kubernetes (1-3) for `write_config`."""
+        dead = {
+            "redis": self.url(1, "redis") + "/0",
+            "vllm": self.url(2),
+            "kubernetes": self.url(3),
+        }
+        return self.url(0), dead
 
     def _accept(self) -> None:
         while not self._stop.is_set():

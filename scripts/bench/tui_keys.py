@@ -7,9 +7,10 @@ that shows the moved cursor (tui_child.FrameLog); the baseline is a bare DataTab
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from textual.pilot import Pilot
     from textual.screen import Screen
+    from textual.widgets import DataTable
 
 
 def _cursor_at(cursor: Callable[[], int], row: int) -> Callable[[], bool]:
@@ -52,30 +54,50 @@ async def press_loop(
     return latencies, missed
 
 
-async def keys_oncall(config: Path, presses: int) -> tuple[list[float], int, int]:
+@contextlib.asynccontextmanager
+async def board_after_incident(
+    config: Path,
+    log: FrameLog,
+    *,
+    ready: Callable[[Any], bool],
+    pick: Callable[[Any], int] = lambda _app: 0,
+    prepare: Callable[[Any], None] = lambda _app: None,
+) -> AsyncIterator[tuple[Any, Pilot[Any], DataTable[Any]]]:
+    """The app under `run_test` once `ready(app)`: the alert at row `pick(app)` opened (its
+    checklist starts, every probe hangs), back on the board, the cursor on row 0.
+
+    `prepare(app)` runs before the app starts (to wrap its sources)."""
     from textual.widgets import DataTable
 
     from oncall.settings.loader import load_settings
 
-    log = FrameLog()
     app = timed_oncall(load_settings(config=config, environ={}).settings, log, exit_when_live=False)
+    prepare(app)
     async with app.run_test(size=(WIDTH, HEIGHT)) as pilot:
         deadline = time.monotonic() + RUN_DEADLINE_S
-        while len(app.book.statuses) < 2 and time.monotonic() < deadline:
+        while not ready(app) and time.monotonic() < deadline:
             await pilot.pause(0.1)
-        if len(app.book.statuses) < 2:
-            raise SystemExit("keys: the board got no rows from the hung backends")
+        if not ready(app):
+            raise SystemExit("keys: the board did not get its rows from the backends")
+        table: DataTable[Any] = app.board.query_one("#alerts", DataTable)
+        table.move_cursor(row=pick(app), animate=False)
+        await pilot.pause()
         await pilot.press("enter")  # the incident: its checklist starts, every probe hangs
         await pilot.pause(0.2)
         await pilot.press("escape")
         if app.screen is not app.board:
             raise SystemExit(f"keys: expected the board, got {app.screen!r}")
-        table = app.board.query_one("#alerts", DataTable)
         table.move_cursor(row=0, animate=False)
         await pilot.pause()
+        yield app, pilot, table
+
+
+async def keys_oncall(config: Path, presses: int) -> tuple[list[float], int, int]:
+    log = FrameLog()
+    board = board_after_incident(config, log, ready=lambda app: len(app.book.statuses) >= 2)
+    async with board as (_app, pilot, table):
         latencies, missed = await press_loop(pilot, log, lambda: table.cursor_row, presses)
-        rows = table.row_count
-    return latencies, missed, rows
+        return latencies, missed, table.row_count
 
 
 async def keys_bare(rows: int, presses: int) -> tuple[list[float], int]:
@@ -114,12 +136,8 @@ def p99(values: list[float]) -> float:
 
 def part_keys(directory: Path, presses: int) -> None:
     with SilentListeners(4) as silent:
-        dead = {
-            "redis": silent.url(1, "redis") + "/0",
-            "vllm": silent.url(2),
-            "kubernetes": silent.url(3),
-        }
-        config = write_config(directory / "hung.yaml", silent.url(0), dead, directory)
+        prometheus, dead = silent.backends()
+        config = write_config(directory / "hung.yaml", prometheus, dead, directory)
         started = time.monotonic()
         oncall, missed, rows = asyncio.run(keys_oncall(config, presses))
         elapsed = time.monotonic() - started

@@ -1,4 +1,4 @@
-"""Part 3 of `tui.py`: the app's RSS over minutes of 1 s refreshes, and its growth per hour.
+"""Part 4 of `tui.py`: the app's RSS over minutes of 1 s refreshes, and its growth per hour.
 
 The soak itself runs in a child process (`tui.py _child soak`, see tui_child.child_soak).
 """
