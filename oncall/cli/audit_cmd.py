@@ -1,7 +1,8 @@
 """`oncall audit list|show|verify|acknowledge|export` — for audit reviewers; reads `audit.path`.
 
 - `list [--since DUR|TIME] [--actor X] [--action A] [--target T] [--context NAME]
-  [-o table|json]`: --context keeps the records of actions in that context (`contexts:`)
+  [-o table|json]`: --context keeps the records of actions in that context (`contexts:`);
+  the table has a CONTEXT column when a record listed carries one
 - `show ID`: one record by id or seq, as indented JSON; exit 2 when there is none.
 - `verify`: "OK: N records, chain intact", or every break in the chain, each with its scar id;
   the local chain is cross-checked against the team Stream (`audit.redis_stream`): records
@@ -33,7 +34,7 @@ from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, Usag
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditQuery, LiveAudit, LogLine
 
-TABLE_WIDTHS = {"TARGET": 40, "ALERT": 28, "OUTCOME": 40}
+TABLE_WIDTHS = {"CONTEXT": 20, "TARGET": 40, "ALERT": 28, "OUTCOME": 40}
 
 
 def register(commands: Any, global_options: Callable[..., None]) -> None:
@@ -143,15 +144,22 @@ def _cell(text: str, width: int | None) -> str:
 
 
 def render_table(lines: list[LogLine]) -> str:
+    """The records as columns; CONTEXT (before TARGET, which it scopes) only when a record has
+    one: a log of one cluster (no `contexts:`) keeps its narrower table."""
+    from oncall.audit.query import text_of
     from oncall.service.audit_view import row_of
 
-    header = ("SEQ", "TIME (UTC)", "USER", "TRANSITION", "ACTION", "TARGET", "ALERT", "OUTCOME")
+    contexts = [text_of(line.record.get("context")) if line.record else "" for line in lines]
+    header = (
+        "SEQ", "TIME (UTC)", "USER", "TRANSITION", "ACTION", "CONTEXT", "TARGET", "ALERT",
+        "OUTCOME",
+    )  # fmt: skip
     rows: list[tuple[str, ...]] = [header]
-    for line in lines:
+    for line, context in zip(lines, contexts, strict=True):
         row = row_of(line.number, line.record, line.problem)
         if row.problem is not None:
             # Untruncated, in the last column, so it does not widen the others.
-            rows.append(("-", "", "", "", "", "", "", row.outcome))
+            rows.append(("-", *[""] * (len(header) - 2), row.outcome))
             continue
         cells = (
             str(row.seq),
@@ -159,6 +167,7 @@ def render_table(lines: list[LogLine]) -> str:
             row.user,
             row.transition,
             row.action,
+            context,
             row.target,
             row.alert,
             row.outcome,
@@ -166,7 +175,10 @@ def render_table(lines: list[LogLine]) -> str:
         rows.append(
             tuple(_cell(c, TABLE_WIDTHS.get(h)) for c, h in zip(cells, header, strict=True))
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    if not any(contexts):
+        at = header.index("CONTEXT")
+        rows = [row[:at] + row[at + 1 :] for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     text = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     ]

@@ -76,6 +76,44 @@ def test_list_table(log: AuditLog) -> None:
     assert "bob" in lines[5] and "refused" in lines[5] and "3 actions in 10m" in lines[5]
 
 
+def _with_contexts(log: AuditLog) -> None:
+    """Settings with contexts eu and us next to the log; one eu record after the fixture's."""
+    (log.path.parent / "oncall.yaml").write_text("contexts:\n  eu: {}\n  us: {}\n")
+    log.append(
+        action_id="act-c", transition="refused", action="rebuild-pod", target=POD,
+        actor=BOB, context="eu", guard="context", outcome="plan of another context",
+    )  # fmt: skip
+
+
+def test_list_table_has_a_context_column_when_a_record_has_one(log: AuditLog) -> None:
+    _with_contexts(log)
+    result = audit(log.path, "list")
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    header = lines[0]
+    assert header.split() == [
+        "SEQ", "TIME", "(UTC)", "USER", "TRANSITION", "ACTION", "CONTEXT", "TARGET", "ALERT",
+        "OUTCOME",
+    ]  # fmt: skip
+    at, target = header.index("CONTEXT"), header.index("TARGET")
+    assert lines[6][at:target].strip() == "eu"  # in its column, the records before: empty
+    assert all(line[at:target].strip() == "" for line in lines[1:6])
+    assert lines[6][target:].startswith("Pod ai/vllm-0")
+
+
+def test_list_context_filters_the_table_and_json_is_the_records(log: AuditLog) -> None:
+    _with_contexts(log)
+    table = audit(log.path, "list", "--context", "eu")
+    assert table.code == 0, table.stderr
+    assert len(table.stdout.splitlines()) == 2 and "CONTEXT" in table.stdout
+    assert table.stdout.splitlines()[1].split()[6] == "eu"
+    listed = audit(log.path, "list", "--context", "eu", "-o", "json")
+    assert listed.code == 0, listed.stderr
+    records = [json.loads(line) for line in log.path.read_text().splitlines()]
+    assert json.loads(listed.stdout) == [records[5]]  # the record as written, context and all
+    assert audit(log.path, "list", "--context", "us", "-o", "json").stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize(
     ("args", "seqs"),
     [
