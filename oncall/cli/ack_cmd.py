@@ -10,14 +10,18 @@ alerts` show it until the alert resolves or `alerts.ack_ttl` has passed. Exit co
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from typing import Any
+
+from oncall.cli.remediate_cmd import param_argument
 
 
 def register(commands: Any, global_options: Callable[..., None]) -> None:
     ack = commands.add_parser("ack", help='acknowledge a firing alert team-wide ("I am on it")')
-    ack.add_argument("alert", metavar="ALERT", help="the alert's name")
-    ack.add_argument("--note", default="", help="what you are doing about it")
+    checked = functools.partial(param_argument, "acknowledge")  # usage errors, as argparse's
+    ack.add_argument("alert", metavar="ALERT", type=checked("alert"), help="the alert's name")
+    ack.add_argument("--note", default="", type=checked("note"), help="what you are doing about it")
     ack.add_argument("--dry-run", action="store_true", help="preview only, change nothing")
     global_options(ack, suppress=True)
     ack.set_defaults(handler=_run, action="acknowledge")

@@ -82,8 +82,9 @@ def _action_parser(sub: Any, name: str, model: type[ActionParams]) -> Any:
         if info.annotation == bool | None:
             # A yes/no parameter is a flag (--change-both); unset stays None, out of the params.
             kwargs.update(action="store_true", default=None)
+        else:
+            kwargs["type"] = param_argument(name, field_name)
         if info.annotation is int:
-            kwargs["type"] = _int_argument
             low, high = _bounds(info.metadata)
             if low is not None and high is not None and high - low < 10:
                 kwargs["choices"] = range(low, high + 1)
@@ -92,6 +93,41 @@ def _action_parser(sub: Any, name: str, model: type[ActionParams]) -> Any:
         else:
             action.add_argument(f"--{field_name.replace('_', '-')}", dest=field_name, **kwargs)
     return action
+
+
+def param_argument(action: str, field: str) -> Callable[[str], Any]:
+    """An argparse `type` checking one parameter as the action's model will check it, so that
+    a bad value (empty, blank, a NUL byte, too long, not an id) is a usage error naming the
+    argument, as argparse's own are, not a pydantic report later. The models (pydantic) are
+    imported on the first call, not when the parser is built."""
+
+    def check(text: str) -> Any:
+        from pydantic import ValidationError
+
+        from oncall.model.action_params import ACTION_PARAMS
+
+        model = ACTION_PARAMS[action]
+        info = model.model_fields[field]
+        value: Any = _int_argument(text) if info.annotation is int else text
+        try:
+            # The field's own validators (bounds, pattern, field_validator), without the others.
+            model.__pydantic_validator__.validate_assignment(model.model_construct(), field, value)
+        except ValidationError as exc:
+            raise argparse.ArgumentTypeError(_why(text, exc, info.description)) from None
+        return value  # as given: the model normalises it (strips a note) when it is built
+
+    return check
+
+
+def _why(text: str, exc: Any, description: str | None) -> str:
+    """A pydantic error about `text` in a person's words, the value shown escaped and cut."""
+    error = exc.errors()[0]
+    shown = repr(text) if len(text) <= 40 else f"{text[:37]!r}… ({len(text)} characters)"
+    if error["type"] == "string_pattern_mismatch":
+        what = (description or "a valid value").rstrip(".")
+        return f"{shown} is not {what[:1].lower()}{what[1:]} (must match {error['ctx']['pattern']})"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{shown}: {message[:1].lower()}{message[1:]}"
 
 
 def _int_argument(text: str) -> int:

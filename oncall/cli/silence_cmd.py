@@ -16,11 +16,13 @@ asked.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from oncall.cli.remediate_cmd import param_argument
 from oncall.errors import EXIT_OK
 
 
@@ -28,12 +30,18 @@ def register(commands: Any, global_options: Callable[..., None]) -> None:
     parser = commands.add_parser("silence", help="add, list or expire Alertmanager silences")
     sub = parser.add_subparsers(dest="silence_command", metavar="SUBCOMMAND")
     add = sub.add_parser("add", help="silence the alerts MATCHERS select (preview, typed yes)")
-    add.add_argument("matchers", metavar="MATCHERS", help='e.g. \'{alertname="X", pod="vllm-0"}\'')
-    add.add_argument("--for", dest="duration", default="2h", help="how long: 30m, 2h, 1d")
-    add.add_argument("--comment", default="", help="why (required)")
+    # Each value checked as the action's model will check it: a bad one is a usage error.
+    checked = functools.partial(param_argument, "silence")
+    add.add_argument("matchers", metavar="MATCHERS", type=checked("matchers"),
+                     help='e.g. \'{alertname="X", pod="vllm-0"}\'')  # fmt: skip
+    add.add_argument("--for", dest="duration", default="2h", type=checked("duration"),
+                     help="how long: 30m, 2h, 1d")  # fmt: skip
+    add.add_argument("--comment", default="", type=checked("comment"), help="why (required)")
     add.set_defaults(handler=_run_action, action="silence")
     expire = sub.add_parser("expire", help="end a silence now (preview, typed yes)")
-    expire.add_argument("silence_id", metavar="ID")
+    expire.add_argument(
+        "silence_id", metavar="ID", type=param_argument("silence-expire", "silence_id")
+    )
     expire.set_defaults(handler=_run_action, action="silence-expire")
     for one in (add, expire):
         one.add_argument("--dry-run", action="store_true", help="preview only, change nothing")

@@ -28,11 +28,14 @@ def test_every_list_of_action_names_is_the_registrys() -> None:
     remediation = runbook_schema()["$defs"]["Remediation"]
     assert remediation["properties"]["action"]["enum"] == list(names)
     assert [r["if"]["properties"]["action"]["const"] for r in remediation["allOf"]] == sorted(names)
+    # A valid value for each required field (the parser checks them as the models do).
+    valid = {"silence_id": "6d1f2c7e-1b2a-4c3d-9e8f-0a1b2c3d4e5f", "alert": "KubePodNotReady"}
     for name in names:  # a subcommand each, its positionals the model's required fields
         required = [f for f, info in ACTION_PARAMS[name].model_fields.items() if info.is_required()]
-        args = build_parser().parse_args(["remediate", name, *["1"] * len(required)])
+        given = {f: valid.get(f, "1") for f in required}
+        args = build_parser().parse_args(["remediate", name, *given.values()])
         assert args.action == name
-        assert {f: str(getattr(args, f)) for f in required} == dict.fromkeys(required, "1")
+        assert {f: str(getattr(args, f)) for f in required} == given
         assert build_parser().parse_args(["audit", "list", "--action", name]).action == name
 
 
