@@ -263,12 +263,26 @@ async def test_two_person_self_approval_refused_other_accepted(
     assert late.reason == "approval request a1 was already approved by bob@host2"
 
 
-async def test_two_person_wait_returns_when_approved(client: RedisClient, prefix: str) -> None:
+async def test_two_person_wait_returns_when_approved(
+    client: RedisClient, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rule = two_person(client, prefix)
     await rule.request("a2", "rebuild-pod", POD, "alice@host1")
+    # The waiter's reads of the request, seen as they come back from the real Redis.
+    unapproved_seen = asyncio.Event()
+    real_hgetall = client.hgetall
+
+    async def hgetall(key: str) -> dict[str, str]:
+        found = await real_hgetall(key)
+        if found and "approved_by" not in found:
+            unapproved_seen.set()
+        return found
+
+    monkeypatch.setattr(client, "hgetall", hgetall)
 
     async def second_person() -> GuardVerdict:
-        await asyncio.sleep(0.3)  # after a poll or two
+        # Once the waiter has polled and found no approval: it must notice one that comes later.
+        await asyncio.wait_for(unapproved_seen.wait(), timeout=5)
         return await rule.approve("a2", "bob@host2")
 
     waited, approved = await asyncio.gather(rule.wait("a2", timeout_s=5), second_person())
