@@ -13,7 +13,7 @@ import pytest
 from oncall.checklist.schema import runbook_schema
 from oncall.cli.main import build_parser
 from oncall.model.action_params import ACTION_PARAMS, ActionName
-from oncall.model.write_path import Precondition
+from oncall.model.write_path import Precondition, Preview, render_preview
 from oncall.remediation import registry
 from oncall.remediation.actions.set_degradation_level import STORED
 from oncall.remediation.clients import Clients
@@ -86,6 +86,38 @@ async def test_an_unset_level_is_a_precondition_too(clients: Clients) -> None:
     plan = await registry.plan("set-degradation-level", {"level": 2}, clients)
     assert plan.expected(STORED) == Precondition(STORED, None)
     assert plan.before == "level 0 (normal), not set"
+    key = clients.settings.degradation.redis_key
+    assert plan.notes == (f"Redis key {key} is not set: the gateway serves level 0",)
     assert await action.changed_since_plan(plan, clients) is None
     await clients.redis_writer().set(clients.settings.degradation.redis_key, "0")
     assert await action.changed_since_plan(plan, clients) == "the level changed to '0' meanwhile"
+
+
+@pytest.mark.parametrize(
+    ("stored", "before", "note"),
+    [
+        ("2", "level 2 (LLM off, FAQ answers)", None),
+        (" 1 ", "level 1 (RAG off, base LLM only)", None),
+        ("high", "level 0 (normal), not a level", "holds 'high', not a level 0-3"),
+        ("7", "level 0 (normal), not a level", "holds '7', not a level 0-3"),
+        ("\x1b[2J" * 20, "level 0 (normal), not a level", "holds '\\x1b[2J"),
+    ],
+)
+async def test_the_preview_notes_are_worded_for_a_person(
+    clients: Clients, stored: str, before: str, note: str | None
+) -> None:
+    """The stored value is the precondition's (machines); the preview says in words what the
+    gateway makes of a value that is not a plain level, and nothing about one that is."""
+    await clients.redis_writer().set(clients.settings.degradation.redis_key, stored)
+    plan = await registry.plan("set-degradation-level", {"level": 3}, clients)
+    assert plan.expected(STORED) == Precondition(STORED, stored)
+    assert plan.before == before
+    shown = render_preview(Preview(plan, {}, ()))
+    assert "raw value" not in shown and "\x1b" not in shown
+    if note is None:
+        assert plan.notes == () and "note:" not in shown
+    else:
+        (only,) = plan.notes
+        assert only.startswith(f"Redis key {clients.settings.degradation.redis_key} {note}")
+        assert only.endswith(": the gateway serves level 0") and len(only) < 200
+        assert f"  note:    {only}" in shown.splitlines()

@@ -79,7 +79,10 @@ class RebuildPod(Action[RebuildPodParams]):
             },
             dangerous=True,
             confirm_word=params.pod,
-            notes=(*notes, *([f"selector app={app}"] if app else [])),
+            notes=(
+                *notes,
+                *([f"replicas counted among the pods labelled app={app}"] if app else []),
+            ),
             preconditions=(Precondition(UID, uid),),
             workload=workload,
         )

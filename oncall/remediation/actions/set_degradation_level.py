@@ -36,6 +36,19 @@ async def current_level(clients: Clients) -> str | None:
     return None if value is None else str(value)
 
 
+def stored_level(raw: str | None, where: str) -> tuple[int, str | None]:
+    """The level the gateway serves at for a stored value, and a note for the person when the
+    value is not a plain level: the gateway reads a missing key, or a value outside 0-3, as
+    level 0 (as the drill's gateway does: oncall/drill/gateway_sim/server.py `read_level`)."""
+    if raw is None:
+        return 0, f"{where} is not set: the gateway serves level 0"
+    text = raw.strip()
+    if text.isascii() and text.isdigit() and int(text) in LEVELS:
+        return int(text), None
+    shown = repr(raw) if len(raw) <= 40 else f"{raw[:37]!r}…"
+    return 0, f"{where} holds {shown}, not a level 0-3: the gateway serves level 0"
+
+
 def _level(plan: Plan) -> int:
     return int(plan.params["level"])
 
@@ -46,15 +59,19 @@ class SetDegradationLevel(Action[SetDegradationLevelParams]):
 
     async def plan(self, params: SetDegradationLevelParams, clients: Clients) -> Plan:
         settings = clients.settings.degradation
+        namespace = clients.settings.kubernetes.namespace
         before = await current_level(clients)
-        old = int(before) if before and before.isdigit() else 0
+        if settings.store == "redis":
+            where = f"Redis key {settings.redis_key}"
+        else:
+            where = f"ConfigMap {namespace}/{settings.configmap} key {settings.configmap_key}"
+        old, note = stored_level(before, where)
         if old == params.level:
             raise PlanError(f"the degradation level is already {params.level} ({LEVELS[old]})")
         if settings.store == "redis":
             target = Target("RedisKey", settings.redis_key)
             request: dict[str, Any] = {"command": ["SET", settings.redis_key, str(params.level)]}
         else:
-            namespace = clients.settings.kubernetes.namespace
             target = Target("ConfigMap", settings.configmap, namespace)
             request = {
                 "method": "PATCH",
@@ -65,13 +82,16 @@ class SetDegradationLevel(Action[SetDegradationLevelParams]):
             action=self.name,
             params=params.model_dump(),
             target=target,
-            before=f"level {old} ({LEVELS[old]})" + ("" if before is not None else ", not set"),
+            before=f"level {old} ({LEVELS[old]})"
+            + (", not set" if before is None else ", not a level" if note else ""),
             after=f"level {params.level} ({LEVELS[params.level]})",
             request=request,
             dangerous=params.level >= 2,
             confirm_word=target.name if params.level >= 2 else "yes",
             undo={"level": old},
-            notes=(f"raw value before: {before!r}",),
+            # The value as stored is for the re-check (the precondition), not for people: a
+            # note only when it is not a plain level, saying what the gateway makes of it.
+            notes=() if note is None else (note,),
             preconditions=(Precondition(STORED, before),),
         )
 
