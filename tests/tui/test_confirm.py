@@ -32,6 +32,7 @@ from oncall.model.write_path import (
     Target,
 )
 from oncall.remediation.action import PlanError
+from oncall.remediation.actions.set_degradation_level import stored_level
 from oncall.service.remediation import AlertContext, LiveRemediations, RemediationRequest
 from oncall.tui.app import OncallApp
 from oncall.tui.confirm import ConfirmScreen
@@ -279,6 +280,20 @@ async def test_esc_declines_and_nothing_runs() -> None:
         assert f"Last action: - declined: nothing was changed · audit {ACTION_ID}" in (
             proposals_text(app)
         )
+
+
+async def test_the_modal_shows_the_plans_notes_as_written_for_people() -> None:
+    _, note = stored_level(None, "Redis key ai:degradation-level")
+    assert note is not None
+    preview = level_preview()
+    noted = dataclasses.replace(preview, plan=dataclasses.replace(preview.plan, notes=(note,)))
+    app = make_app(FakeRemediations(noted))
+    async with app.run_test(size=(100, 30)) as pilot:
+        shown = text(await open_modal(pilot), "#confirm-preview")
+        assert "note     Redis key ai:degradation-level is not set: the gateway serves level 0" in (
+            shown
+        )
+        assert "raw value" not in shown and "None" not in shown
 
 
 async def test_a_refused_guard_disables_yes_and_names_the_lease_holder() -> None:
