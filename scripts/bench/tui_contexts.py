@@ -69,7 +69,7 @@ def _first_row_of(app: Any, context: str) -> int:
 
 
 async def contexts_oncall(config: Path, presses: int, contexts: tuple[str, ...]) -> dict[str, Any]:
-    """Press on the board of `contexts` (the last one opened), as the module says."""
+    """Press on the board of `contexts`, with the first alert of the last one opened."""
     log, clock = FrameLog(), RefreshClock()
     board = board_after_incident(
         config,
@@ -95,7 +95,8 @@ async def contexts_oncall(config: Path, presses: int, contexts: tuple[str, ...])
         }
         rows = table.row_count
     live = clock.ends["live"]
-    window = [*(t for t in live if t <= started)][-1:]
+    # From the last refresh before the first press to the last press: the open end counts.
+    window = [t for t in live if t <= started][-1:]
     window += [*(t for t in live if started < t <= ended), ended]
     return {
         "latencies": latencies,
