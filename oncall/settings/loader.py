@@ -110,8 +110,17 @@ def secret_paths() -> set[tuple[str, ...]]:
     return {path for path in leaf_paths() if _is_secret(_annotation_at(path))}
 
 
+class _NotText(ValueError):
+    """A value with bytes that are not UTF-8 (os.environ and sys.argv keep them as lone
+    surrogates): refused here, where its source is known, not in a validator's message."""
+
+
 def _coerce_text(path: KeyPath, raw: str) -> object:
     """Environment and --set values are text: JSON for structures, commas for lists."""
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _NotText(f"not UTF-8 text (an undecodable byte at character {exc.start})") from None
     stripped = raw.strip()
     if stripped.startswith(("[", "{")):
         return json.loads(stripped)
@@ -145,6 +154,10 @@ def _leaf_overrides(data: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> li
     return found
 
 
+def _text_problem(exc: ValueError) -> str:
+    return f"invalid JSON: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
 def _env_source(
     environ: Mapping[str, str],
 ) -> tuple[dict[str, Any], dict[KeyPath, str], list[Problem]]:
@@ -158,8 +171,8 @@ def _env_source(
         where[path] = f"env {name}"
         try:
             value = _coerce_text(path, environ[name])
-        except json.JSONDecodeError as exc:
-            message = f"invalid JSON: {exc.msg}"
+        except (json.JSONDecodeError, _NotText) as exc:
+            message = _text_problem(exc)
             problems.append(Problem(f"env {name}", None, None, ".".join(path), message))
             continue
         _set_path(data, path, value)
@@ -178,9 +191,9 @@ def _flag_source(
         if isinstance(value, str):
             try:
                 value = _coerce_text(flag.path, value)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, _NotText) as exc:
                 dotted = ".".join(flag.path)
-                message = f"invalid JSON: {exc.msg}"
+                message = _text_problem(exc)
                 problems.append(Problem(f"flag {flag.flag}", None, None, dotted, message))
                 continue
         _set_path(data, flag.path, value)

@@ -71,3 +71,27 @@ async def test_a_rollback_is_not_planned_from_an_edited_record(tmp_path: Path) -
     assert ran.code == 1, ran.output
     assert "does not verify" in ran.output and "rollback refused" in ran.output
     assert path.read_bytes() == before
+
+
+NOT_UTF8 = "rebuild-\udcff"  # the byte 0xff, as os.environ and sys.argv hold it
+
+
+@pytest.mark.parametrize(
+    ("where", "flags", "env"),
+    [
+        ("env ONCALL_GUARDS__TWO_PERSON", [], {"ONCALL_GUARDS__TWO_PERSON": NOT_UTF8}),
+        ("flag --set guards.two_person", ["--set", f"guards.two_person={NOT_UTF8}"], {}),
+    ],
+)
+def test_a_value_that_is_not_utf8_is_a_located_settings_error(
+    where: str, flags: list[str], env: dict[str, str]
+) -> None:
+    """A byte that is not UTF-8 in a variable or a flag (the OS hands it over as it is; Python
+    keeps it as a lone surrogate) is refused where it came from, not as a traceback from the
+    validator that tried to quote it."""
+    result = run_oncall(*flags, "config", "show", env=env)
+    assert result.code == 2, result.stderr
+    assert f"{where}: guards.two_person: not UTF-8 text (an undecodable byte at character 8)" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
