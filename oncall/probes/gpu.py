@@ -38,7 +38,7 @@ from oncall.errors import BackendError
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu_args import DEFAULT_GPU_MEMORY_UTILIZATION, parse_gpu_memory_utilization
-from oncall.probes.kube import kube_reader
+from oncall.probes.kube import kube_reader, vllm_container
 from oncall.probes.prometheus import prometheus_client
 
 Source = Literal["auto", "nvml", "dcgm"]
@@ -214,18 +214,6 @@ def devices_equivalent(ctx: ProbeContext, params: DevicesParams) -> str:
     return f"curl -s {shlex.quote(url)} --data-urlencode {shlex.quote(query)}"
 
 
-def _vllm_container(containers: list[Facts], wanted: str | None) -> Facts | None:
-    """The named container, else the first that mentions vllm, else the first (as
-    `kube.deployment` picks it)."""
-    if wanted is not None:
-        return next((c for c in containers if c["name"] == wanted), None)
-    for c in containers:
-        words = [c["name"] or "", c["image"] or "", *c["command"], *c["args"]]
-        if any("vllm" in str(w).lower() for w in words):
-            return c
-    return containers[0] if containers else None
-
-
 async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:
     """Facts: `deployment`, `container`, `gpu_memory_utilization` (the fraction of each GPU
     vLLM pre-allocates: the container's `--gpu-memory-utilization`, else vLLM's default),
@@ -249,7 +237,7 @@ async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:
         }
         for c in template.get("containers") or []
     ]
-    chosen = _vllm_container(containers, params.container)
+    chosen = vllm_container(containers, params.container)
     if chosen is None:
         detail = f'deployment "{params.deployment}" has no container "{params.container}"'
         raise BackendError(KUBE_BACKEND, reader.target, "not found", detail)

@@ -184,8 +184,9 @@ def events_equivalent(ctx: ProbeContext, params: EventsParams) -> str:
 # -- kube.deployment --------------------------------------------------------------------
 
 
-def _vllm_container(containers: list[Facts], wanted: str | None) -> Facts | None:
-    """The named container, else the first that mentions vllm, else the first."""
+def vllm_container(containers: list[Facts], wanted: str | None) -> Facts | None:
+    """The named container, else the first that mentions vllm, else the first (the GPU
+    probes pick the vLLM container the same way)."""
     if wanted is not None:
         return next((c for c in containers if c["name"] == wanted), None)
     for c in containers:
@@ -237,7 +238,7 @@ async def run_deployment(ctx: ProbeContext, params: DeploymentParams) -> Facts:
                 "max_num_active_seqs_form": active.form,
             }
         )
-    chosen = _vllm_container(containers, params.container)
+    chosen = vllm_container(containers, params.container)
     if params.container is not None and chosen is None:
         detail = f'deployment "{params.name}" has no container "{params.container}"'
         raise BackendError(BACKEND, reader.target, "not found", detail)
