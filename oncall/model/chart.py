@@ -45,6 +45,8 @@ class ChartData:
     """One expression over [start, end] (unix seconds), with what is drawn over it.
 
     `periods` are (from, to, "pending" | "firing"); `threshold` is (operator, number) or None.
+    `query` is the expression charted; `range_query`, when set, the PromQL the points came
+    from (an evidence chart's: each point the highest of `query` over its step).
     """
 
     title: str
@@ -57,11 +59,13 @@ class ChartData:
     unit: str | None = None
     error: str | None = None  # why there are no points (a failed query), shown in their place
     query: str | None = field(default=None, compare=False)
+    range_query: str | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, object]:
         return {
             "title": self.title,
             "query": self.query,
+            "range_query": self.range_query,
             "start": self.start,
             "end": self.end,
             "points": [list(p) for p in self.points],

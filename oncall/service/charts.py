@@ -12,6 +12,13 @@ one per action at the time it started, labelled with how it ended.
 The expression charted is the rule's value side: `max(kv) > 0.9` is charted as `max(kv)`
 (a range query of the comparison would return only the points over the threshold), with
 0.9 drawn as the threshold.
+
+An evidence chart shows the value a step judged at one instant, so each of its points is the
+highest value over the step ending at it (`peak_expr`: `max_over_time((q)[15s:1s])`), not the
+one sample at the step's end: a range query samples a gauge once a step (one scrape in 15 at
+the drill's 1 s scrapes), and a KV-cache usage that touched 0.96 between two points, the
+instant the step failed on, was drawn under its 0.9. Each column of the chart is already the
+highest of its points (`oncall.model.chart.slots`): the peaks are what it draws.
 """
 
 from __future__ import annotations
@@ -40,6 +47,11 @@ DEFAULT_WINDOW = "1h"
 MAX_POINTS = 240
 #: Prometheus' own floor for a useful step: its scrape and rule interval.
 MIN_STEP_S = 15.0
+#: Evaluations of an evidence query inside each point's step (at most one a second): the
+#: point is their highest. 15 sees every sample of a 1 s scrape at 15 s steps (15m, 1h) and
+#: every sample of a production scrape (15–30 s) up to the 6h window's 90 s step, for 15
+#: times the work of the sampled query.
+PEAK_EVALUATIONS = 15
 
 _TAG = "oncall_chart"
 _TRAILING_COMPARISON = re.compile(
@@ -53,6 +65,19 @@ _ENDS = ("declined", "refused", "succeeded", "failed", "verified", "rolled_back"
 def step_for(window_s: float) -> float:
     """The query step for a window: ≤ MAX_POINTS points, never under MIN_STEP_S."""
     return max(MIN_STEP_S, float(int(-(-window_s // MAX_POINTS))))
+
+
+def _duration(seconds: float) -> str:
+    """A PromQL duration: whole seconds as '15s', anything else in milliseconds."""
+    return f"{int(seconds)}s" if seconds == int(seconds) else f"{round(seconds * 1000)}ms"
+
+
+def peak_expr(expr: str, step: float) -> str:
+    """`expr` with each point of a range query at `step` the highest value of `expr` over the
+    step ending at it: a subquery evaluated `PEAK_EVALUATIONS` times a step, at most once a
+    second (Grafana's `max_over_time(…[$__interval])`, for any instant-vector expression)."""
+    resolution = max(1.0, float(int(step // PEAK_EVALUATIONS)))
+    return f"max_over_time(({expr})[{_duration(step)}:{_duration(resolution)}])"
 
 
 def value_expr(rule: AlertRule) -> str:
@@ -250,8 +275,18 @@ class LiveCharts:
         end = self.now()
         start, step = end - window_s, step_for(window_s)
         error: str | None = None
+        sent = peak_expr(query, step)
         try:
-            series = await self.prom().query_range(query, start=start, end=end, step=step)
+            try:
+                series = await self.prom().query_range(sent, start=start, end=end, step=step)
+            except BackendError as exc:
+                if exc.http_status not in (400, 422):
+                    raise
+                # Not a subquery's: a scalar (`subquery is only allowed on instant vector`),
+                # a limit on samples, or a typo in the query itself. Charted as sampled, and
+                # a typo is then told by its own error, not the wrapper's.
+                sent = query
+                series = await self.prom().query_range(sent, start=start, end=end, step=step)
         except BackendError as exc:
             series, error = [], str(exc)
         return ChartData(
@@ -263,6 +298,7 @@ class LiveCharts:
             unit=unit,
             error=error,
             query=query,
+            range_query=sent,
         )
 
     def _markers(self, alert: str, start: float, end: float) -> list[Marker]:

@@ -104,11 +104,23 @@ def prometheus_server(
     rule_files: list[Path] | None = None,
     interval: str = "1s",
     alertmanager_port: int | None = None,
+    openmetrics: str | None = None,
 ) -> Iterator[RunningServer]:
     """A prometheus scraping and evaluating every `interval`, with the given jobs and rules,
-    sending its alerts to the Alertmanager on `alertmanager_port` when given."""
+    sending its alerts to the Alertmanager on `alertmanager_port` when given, and holding the
+    samples of `openmetrics` (text with timestamps, backfilled by `promtool tsdb
+    create-blocks-from openmetrics` before it starts: a series shaped sample by sample)."""
     binary = require_binary("prometheus", "prometheus")
     directory.mkdir(parents=True, exist_ok=True)
+    if openmetrics is not None:
+        source = directory / "backfill.om"
+        source.write_text(openmetrics)
+        promtool = require_binary("promtool", "prometheus")
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source),
+             str(directory / "data")],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
     port = free_port()
     config = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},

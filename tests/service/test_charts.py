@@ -16,6 +16,8 @@ from oncall.service.charts import (
     WINDOWS,
     LiveCharts,
     evidence_query,
+    highest,
+    peak_expr,
     periods_from_alerts,
     periods_from_threshold,
     step_for,
@@ -37,6 +39,57 @@ def test_step_keeps_every_window_at_most_max_points() -> None:
         assert seconds / step_for(seconds) <= MAX_POINTS
     assert step_for(900) == 15.0  # never finer than a scrape
     assert step_for(86400) == 360.0
+
+
+def test_peak_expr_looks_inside_each_step() -> None:
+    # A point is the highest of 15 evaluations in its step, at most one a second.
+    assert peak_expr("up", step_for(900)) == "max_over_time((up)[15s:1s])"
+    assert peak_expr("max(kv)", step_for(21600)) == "max_over_time((max(kv))[90s:6s])"
+    assert peak_expr("up", step_for(86400)) == "max_over_time((up)[360s:24s])"
+    assert peak_expr("up", 22.5) == "max_over_time((up)[22500ms:1s])"
+
+
+def kv_samples(end: int) -> str:
+    """Two pods' KV-cache usage, a sample a second for the 16 minutes up to `end`: pod a at
+    0.5, pod b at 0.4 but for the one second 457 s before `end` at 0.97, between the points
+    of a 15-minute chart at 15 s steps (465 and 450 s before its end)."""
+    lines = ["# TYPE kv_usage gauge"]
+    for ts in range(end - 960, end + 1):
+        lines.append(f'kv_usage{{pod="a"}} 0.5 {ts}')
+        lines.append(f'kv_usage{{pod="b"}} {0.97 if ts == end - 457 else 0.4} {ts}')
+    return "\n".join([*lines, "# EOF", ""])
+
+
+async def test_an_evidence_chart_shows_the_peak_between_its_points(
+    start_prometheus: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    end = int(time.time()) - 60
+    server = start_prometheus(openmetrics=kv_samples(end))
+    settings = Settings.model_validate(
+        {"prometheus": {"url": server.url}, "audit": {"path": str(tmp_path / "a.jsonl")}}
+    )
+    charts = LiveCharts(settings, now=lambda: float(end))
+    try:
+        data = await charts.query_chart("KV", "max(kv_usage)", 0.9, WINDOWS["15m"], "ratio")
+        sampled = await charts.prom().query_range(
+            "max(kv_usage)", start=end - 900, end=end, step=step_for(900)
+        )
+        scalar = await charts.query_chart("S", "scalar(max(kv_usage))", None, 900, None)
+        typo = await charts.query_chart("T", "max(kv_usage", None, 900, None)
+    finally:
+        await charts.aclose()
+    # What the chart drew before: one sample per 15 s, and the peak is none of them.
+    assert [v for _, v in highest(sampled)] == [0.5] * 61
+    assert data.error is None and data.threshold == (">", 0.9)
+    # The point whose step holds the peak carries it; the others the fleet's highest, 0.5.
+    assert [ts for ts, v in data.points if v == 0.97] == [end - 450], data.points
+    assert [v for _, v in data.points].count(0.5) == 60
+    assert data.query == "max(kv_usage)"
+    assert data.range_query == "max_over_time((max(kv_usage))[15s:1s])"
+    # A scalar cannot be a subquery: charted as sampled. A typo: its own parse error.
+    assert scalar.error is None and scalar.range_query == "scalar(max(kv_usage))"
+    assert {v for _, v in scalar.points} == {0.5}
+    assert typo.points == () and typo.error is not None and "parse error" in typo.error
 
 
 def test_value_expr_drops_only_the_trailing_threshold() -> None:
