@@ -48,9 +48,9 @@ MAX_POINTS = 240
 #: Prometheus' own floor for a useful step: its scrape and rule interval.
 MIN_STEP_S = 15.0
 #: Evaluations of an evidence query inside each point's step (at most one a second): the
-#: point is their highest. 15 sees every sample of a 1 s scrape at 15 s steps (15m, 1h) and
-#: every sample of a production scrape (15–30 s) up to the 6h window's 90 s step, for 15
-#: times the work of the sampled query.
+#: point is their highest. 15 sees every sample of the drill's 1 s scrapes at 15 s steps
+#: (15m, 1h), of a 15 s scrape at the 6h window's 90 s step, and of a 30 s one at 24h (one
+#: evaluation every 24 s); Prometheus does up to 15 times the work of the sampled query.
 PEAK_EVALUATIONS = 15
 
 _TAG = "oncall_chart"
