@@ -191,6 +191,7 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             assert max(finite(kv)) >= judged > KV_HIGH, (judged, kv.points)
             chart.follow_every_s = FOLLOW_S
             ids = [p.id for p in incident.proposals()]
+            value = incident.proposals()[ids.index("lower-max-num-seqs-kv")].params.get("value")
             await pilot.press(str(1 + ids.index("lower-max-num-seqs-kv")))
             await until(pilot, "the confirm modal", lambda: isinstance(app.screen, ConfirmScreen))
             modal = app.screen
@@ -258,7 +259,16 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
                 later = [v for v in later if math.isfinite(v)]
                 return bool(later) and later[-1] < KV_HIGH
 
-            await until(pilot, "KV-cache usage back under 0.9 after the change", responded, 150)
+            def last_points() -> object:
+                """The new --max-num-seqs and the KV chart's last points (s after the change)."""
+                now = kv_chart(incident)
+                points = now.points[-8:] if now else ()
+                return value, [(round(ts - verified_at), round(v, 3)) for ts, v in points]
+
+            await until(
+                pilot, "KV-cache usage back under 0.9 after the change", responded, 150,
+                seen=last_points,
+            )  # fmt: skip
             kv_after = kv_chart(incident)
             assert kv_after is not None
             assert max(finite(kv_after)) >= judged  # the full cache is still drawn
