@@ -257,7 +257,9 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
                 now = kv_chart(incident)
                 later = [v for ts, v in now.points if ts > verified_at] if now else []
                 later = [v for v in later if math.isfinite(v)]
-                return bool(later) and later[-1] < KV_HIGH
+                # Any whole step after it: each point is its step's peak (one step under
+                # 0.9 is 15 s of it), where a loaded machine's KV may rise again after.
+                return any(v < KV_HIGH for v in later)
 
             def last_points() -> object:
                 """The new --max-num-seqs and the KV chart's last points (s after the change)."""
