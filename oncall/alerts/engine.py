@@ -42,6 +42,8 @@ from oncall.model.alerts import (
 from oncall.model.matchers import Selection
 
 SourceSetting = Literal["auto", "prometheus", "local"]
+#: What one `/api/v1/rules` answer gives: deployed rules by name, remote rules, statuses.
+Answer = tuple[dict[str, dict[str, object]], list[AlertRule], dict[RuleKey, RuleStatus]]
 #: A rule's range query for its sparkline is made at most this often (per rule). The app asks
 #: more often (`oncall.tui.app.HISTORY_ASK_EVERY_S`); the asks in between cost no request.
 HISTORY_QUERY_EVERY_S = 60.0
@@ -72,20 +74,21 @@ class AlertEngine:
     async def refresh(self, now: float | None = None) -> list[RuleStatus]:
         """New states for every rule: at most one request for the deployed ones."""
         now = time.time() if now is None else now
-        groups: list[dict[str, Any]] | None = None
+        answer: Answer | None = None
         prom_error: BackendError | None = None
         if self.source != "local":
+            # Thousands of instances cost hundreds of ms to build: in the worker thread that
+            # decodes the answer, so the event loop (the board, key presses) runs meanwhile.
+            # Nothing there touches `self` but to read `rules`, `source` and
+            # `from_prometheus`, which no one changes during a refresh.
             try:
-                groups = await self.prom.rules(kind="alert")
+                answer = await self.prom.rules_built(
+                    lambda groups: self._from_groups(groups, now), kind="alert"
+                )
             except BackendError as exc:
                 prom_error = exc
-        if groups is not None:
-            # Thousands of instances cost hundreds of ms to build: in a worker thread, so the
-            # event loop (the board, key presses) runs meanwhile. Nothing there touches `self`
-            # but to read `rules` and `source`, which no one changes during a refresh.
-            deployed, self.remote, statuses = await asyncio.to_thread(
-                self._from_groups, groups, now
-            )
+        if answer is not None:
+            deployed, self.remote, statuses = answer
         else:
             deployed, statuses = {}, {}
             for rule in self.remote:  # kept from the last answer while Prometheus fails
@@ -94,7 +97,7 @@ class AlertEngine:
         for rule in self.rules:
             if self._source_of(rule, deployed, prom_error) != "prometheus":
                 by_local.append(rule)
-            elif groups is None:
+            elif answer is None:
                 statuses[rule_key(rule)] = self._from_prometheus(rule, None, prom_error, now)
         if by_local:
             local = await self.local.evaluate(self.prom, by_local, now)
@@ -105,9 +108,7 @@ class AlertEngine:
         self.error = prom_error
         return [statuses[rule_key(rule)] for rule in [*self.rules, *self.remote]]
 
-    def _from_groups(
-        self, groups: list[dict[str, Any]], now: float
-    ) -> tuple[dict[str, dict[str, object]], list[AlertRule], dict[RuleKey, RuleStatus]]:
+    def _from_groups(self, groups: list[dict[str, Any]], now: float) -> Answer:
         """What one `/api/v1/rules` answer says: the deployed rules by name, the remote rules,
         and the statuses of the rules Prometheus evaluates (runs in a worker thread)."""
         deployed: dict[str, dict[str, object]] = deployed_alerting_rules(groups)

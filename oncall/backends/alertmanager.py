@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
 
+from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, status_reason
-from oncall.backends.json_slices import loads_sliced
+from oncall.backends.json_slices import array_items
 from oncall.model.alertmanager import AmAlert, AmStateName, Silence, SilenceMatcher
 
 BACKEND = "alertmanager"
@@ -63,19 +64,36 @@ def _ids(raw: object, what: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def parse_alert(raw: Any) -> AmAlert:
-    """One `gettableAlert`; ValueError/KeyError/TypeError when it is not one."""
+def parse_alert(raw: Any, previous: Mapping[str, AmAlert] | None = None) -> AmAlert:
+    """One `gettableAlert`; ValueError/KeyError/TypeError when it is not one.
+
+    `previous`: the alerts of the last read by fingerprint. An alert read again unchanged
+    (same labels, state, silences and inhibitors) is that same object, not a new one: a
+    steady board's 5,000 alerts then allocate nothing that outlives the read."""
     status = raw["status"]
     state = status["state"]
     if state not in _AM_STATES:
         raise ValueError(f"alert state {state!r}")
     am_state: AmStateName = state
+    fingerprint = str(raw["fingerprint"])
+    labels = _strings(raw["labels"], "labels")
+    silenced_by = _ids(status.get("silencedBy"), "silencedBy")
+    inhibited_by = _ids(status.get("inhibitedBy"), "inhibitedBy")
+    seen = previous.get(fingerprint) if previous else None
+    if (
+        seen is not None
+        and seen.state == am_state
+        and seen.silenced_by == silenced_by
+        and seen.inhibited_by == inhibited_by
+        and seen.labels == labels
+    ):
+        return seen
     return AmAlert(
-        fingerprint=str(raw["fingerprint"]),
-        labels=_strings(raw["labels"], "labels"),
+        fingerprint=fingerprint,
+        labels=labels,
         state=am_state,
-        silenced_by=_ids(status.get("silencedBy"), "silencedBy"),
-        inhibited_by=_ids(status.get("inhibitedBy"), "inhibitedBy"),
+        silenced_by=silenced_by,
+        inhibited_by=inhibited_by,
     )
 
 
@@ -121,6 +139,7 @@ class AlertmanagerClient(HttpBackend):
         headers = {"Accept": "application/json", **auth}
         super().__init__(url, timeout=timeout, headers=headers, transport=transport)
         self.requests = 0  # how many API requests this client made (benchmarks count them)
+        self._alerts_seen: dict[str, AmAlert] = {}  # the last read's, by fingerprint
 
     async def request(
         self,
@@ -143,7 +162,12 @@ class AlertmanagerClient(HttpBackend):
         """Every alert it holds (`GET /api/v2/alerts`: active, silenced, inhibited and
         unprocessed), optionally only those matching `matchers` ('alertname="X"')."""
         params = [("filter", m) for m in matchers or []] or None
-        return await self._list("/api/v2/alerts", parse_alert, "alert", params)
+        seen = self._alerts_seen
+        alerts = await self._list(
+            "/api/v2/alerts", lambda raw: parse_alert(raw, seen), "alert", params
+        )
+        self._alerts_seen = {alert.fingerprint: alert for alert in alerts}
+        return alerts
 
     async def silences(self) -> list[Silence]:
         """Every silence it keeps, expired ones included (`GET /api/v2/silences`)."""
@@ -170,9 +194,11 @@ class AlertmanagerClient(HttpBackend):
         try:
             return loads(response.content)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            snippet = response.text[:80].replace("\n", " ")
-            detail = f"not an Alertmanager API response: {snippet!r}"
-            raise self._error("bad payload", detail) from exc
+            raise self._not_json(response) from exc
+
+    def _not_json(self, response: httpx.Response) -> Exception:
+        snippet = response.text[:80].replace("\n", " ")
+        return self._error("bad payload", f"not an Alertmanager API response: {snippet!r}")
 
     async def _list(
         self,
@@ -183,20 +209,33 @@ class AlertmanagerClient(HttpBackend):
     ) -> list[T]:
         """GET a list of the API's objects, each parsed; any other shape is "bad payload".
 
-        5,000 alerts are 2.4 MB: received on the event loop, decoded (in slices, one alert
-        per call: `json_slices`) and parsed in a worker thread, so the loop runs meanwhile."""
+        5,000 alerts are 2.4 MB: received on the event loop, decoded and parsed in a worker
+        thread, so the loop runs meanwhile; one alert at a time (one decode call each:
+        `json_slices`), so no call holds the interpreter lock for long and each decoded alert
+        is freed before the next, with the collector paused (`gc_pause`)."""
         response = await self._send("GET", path, params)
         return await asyncio.to_thread(self._parsed, response, parse, what)
 
     def _parsed(self, response: httpx.Response, parse: Callable[[Any], T], what: str) -> list[T]:
-        raw = self._json(response, _sliced_list)
-        if not isinstance(raw, list):
-            raise self._error("bad payload", f"{what}s response is not a list")
+        with collector_paused():
+            items = self._json(response, array_items)
+            if items is None:  # not an array: malformed JSON, or JSON of another shape
+                self._json(response, json.loads)
+                raise self._error("bad payload", f"{what}s response is not a list")
+            return self._each(response, items, parse, what)
+
+    def _each(
+        self, response: httpx.Response, items: Iterable[Any], parse: Callable[[Any], T], what: str
+    ) -> list[T]:
+        parsed: list[T] = []
         try:
-            return [parse(item) for item in raw]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise self._error("bad payload", f"malformed {what}: {exc}") from exc
-
-
-def _sliced_list(content: bytes) -> Any:
-    return loads_sliced(content, 1)  # a list of objects: one decode call each
+            for item in items:  # decoding happens here, item by item
+                try:
+                    parsed.append(parse(item))
+                except (KeyError, TypeError, ValueError) as exc:
+                    for _ in items:  # malformed JSON further on is what a whole decode says
+                        pass
+                    raise self._error("bad payload", f"malformed {what}: {exc}") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise self._not_json(response) from exc
+        return parsed

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -24,14 +25,50 @@ def loads_sliced(data: bytes | str, depth: int) -> Any:
 
     Raises `json.JSONDecodeError` (a ValueError) on malformed JSON and `UnicodeDecodeError`
     on bytes that are not UTF-8/16/32, as `json.loads` does."""
-    text = (
-        data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
-    )
+    text = _text(data)
     value, end = _value(text, _skip(text, 0), depth)
     end = _skip(text, end)
     if end != len(text):
         raise json.JSONDecodeError("Extra data", text, end)
     return value
+
+
+def array_items(data: bytes | str) -> Iterator[Any] | None:
+    """The items of a JSON array one at a time, each decoded when asked for (one `raw_decode`
+    call); None when the value is not an array (decode it whole to say what it is).
+
+    The same items as `json.loads(data)`, and the same errors, raised when the iteration
+    reaches them (an error after the last item as well). One item at a time, a caller that
+    turns each into something smaller lets the decoded item go before the next: the whole
+    answer's objects are never alive at once (`gc_pause`)."""
+    text = _text(data)
+    pos = _skip(text, 0)
+    if text[pos : pos + 1] != "[":
+        return None
+    return _items(text, _skip(text, pos + 1))
+
+
+def _items(text: str, pos: int) -> Iterator[Any]:
+    if text[pos : pos + 1] != "]":
+        while True:
+            item, pos = _DECODER.raw_decode(text, pos)
+            yield item
+            pos = _skip(text, pos)
+            mark = text[pos : pos + 1]
+            if mark == "]":
+                break
+            if mark != ",":
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
+            pos = _skip(text, pos + 1)
+    end = _skip(text, pos + 1)
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+
+
+def _text(data: bytes | str) -> str:
+    return (
+        data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
+    )
 
 
 def _skip(text: str, pos: int) -> int:

@@ -19,15 +19,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
+from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, status_reason
 from oncall.backends.json_slices import loads_sliced
 from oncall.model.metrics import Sample, Series
 
 BACKEND = "prometheus"
+T = TypeVar("T")
 POST_OVER_CHARS = 2000
 #: At most this many distinct warnings are kept between two `take_warnings` calls.
 MAX_WARNINGS = 20
@@ -46,6 +48,10 @@ def _decoded(content: bytes, loads: Callable[[bytes], Any]) -> Any:
 def _rules(content: bytes) -> Any:
     # Slices down to each alert: {status, data: {groups: [{rules: [{alerts: [alert]}]}]}}.
     return loads_sliced(content, RULES_SLICE_DEPTH)
+
+
+def _same(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return groups
 
 
 def _number(raw: object) -> float:
@@ -179,13 +185,27 @@ class PrometheusClient(HttpBackend):
         With thousands of active alerts the answer is megabytes: it is received on the event
         loop but decoded in a worker thread, in slices (`json_slices`), so that the loop keeps
         running meanwhile."""
+        return await self.rules_built(_same, kind=kind)
+
+    async def rules_built(
+        self, build: Callable[[list[dict[str, Any]]], T], *, kind: str | None = None
+    ) -> T:
+        """`build(await self.rules(kind=kind))`, `build` run in the decoding's worker thread
+        and both with the collector paused (`gc_pause`): the decoded answer is freed before
+        any collection walks it, and what `build` keeps is walked once, after."""
         params = {"type": kind} if kind else None
         response = await self._send("/api/v1/rules", params)
-        data = self._data(response, await asyncio.to_thread(_decoded, response.content, _rules))
-        groups = data.get("groups") if isinstance(data, dict) else None
-        if not isinstance(groups, list):
-            raise self._error("bad payload", "rules response has no groups list")
-        return groups
+        return await asyncio.to_thread(self._groups_built, response, build)
+
+    def _groups_built(
+        self, response: httpx.Response, build: Callable[[list[dict[str, Any]]], T]
+    ) -> T:
+        with collector_paused():
+            data = self._data(response, _decoded(response.content, _rules))
+            groups = data.get("groups") if isinstance(data, dict) else None
+            if not isinstance(groups, list):
+                raise self._error("bad payload", "rules response has no groups list")
+            return build(groups)
 
     async def alerts(self) -> list[dict[str, Any]]:
         """Active (pending and firing) alerts (`/api/v1/alerts`)."""

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from oncall.backends import from_settings
 from oncall.backends.alertmanager import AlertmanagerClient
+from oncall.backends.gc_pause import collector_paused
 from oncall.errors import BackendError
 from oncall.model.alertmanager import (
     AmAlert,
@@ -97,8 +98,9 @@ class AlertmanagerView:
         if snapshot is None:
             return statuses
         # 5,000 firing instances are tens of ms of joining: in a worker thread, so the event
-        # loop runs meanwhile (`route` reads its arguments only; both are done, frozen values).
-        return await asyncio.to_thread(route, statuses, snapshot)
+        # loop runs meanwhile (`route` reads its arguments only; both are done, frozen values),
+        # the collector paused for the thousands of copies it makes (`gc_pause`).
+        return await asyncio.to_thread(_route_paused, statuses, snapshot)
 
     async def aclose(self) -> None:
         if self._task is not None and not self._task.done():
@@ -159,6 +161,11 @@ def route(statuses: list[RuleStatus], snapshot: AmSnapshot) -> list[RuleStatus]:
         counts = RuleRouting.of(list(routings.values()))
         out.append(replace(status, instances=instances, routing=counts))
     return out
+
+
+def _route_paused(statuses: list[RuleStatus], snapshot: AmSnapshot) -> list[RuleStatus]:
+    with collector_paused():
+        return route(statuses, snapshot)
 
 
 def _with_routing(instance: AlertInstance, routing: InstanceRouting) -> AlertInstance:

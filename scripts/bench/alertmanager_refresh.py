@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -43,13 +44,14 @@ from oncall.backends.alertmanager import AlertmanagerClient
 from oncall.backends.prometheus import PrometheusClient
 from oncall.drill.components import alertmanager_argv
 from oncall.drill.netutil import free_loopback_port
+from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import Selection
 from oncall.service.routing import AlertmanagerView
 
 # Run as a script: the checkout on the path for the shared `scripts.bench` helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from scripts.bench.loop_time import LagMeter, LoopMeter
+from scripts.bench.loop_time import GcMeter, LagMeter, LoopMeter, verdict
 
 RULES, FIRING_RULES, PER_RULE = 1000, 50, 100
 #: Silences, each on ten instances (`i=~"004."`): 2,000 instances silenced; and expired ones.
@@ -57,6 +59,7 @@ SILENCES, EXPIRED = 200, 100
 SILENCED = SILENCES * 10
 
 
+BASELINE = "baseline: GET /api/v2/alerts + JSON"
 NAMES = {
     "prometheus": "engine refresh (Prometheus only)",
     "steady": "+ Alertmanager, steady state",
@@ -149,62 +152,81 @@ def add_silences(am: str) -> None:
                 client.delete(f"/api/v2/silence/{silence_id}")
 
 
-async def measure(
-    prom_url: str, am_url: str, refreshes: int, meter: LoopMeter
-) -> dict[str, tuple[float, ...]]:
-    results: dict[str, tuple[float, ...]] = {}
-    lag = LagMeter()
-    async with httpx.AsyncClient(base_url=am_url, trust_env=False, timeout=30) as raw:
-        cpu, busy, lags, held = [], [], [], 0
-        lag.start()
-        for _ in range(refreshes):
-            meter.reset()
-            lag.reset()
-            started = time.process_time()
-            held = len((await raw.get("/api/v2/alerts")).json())
-            cpu.append(time.process_time() - started)
-            busy.append(meter.busy_s)
-            await asyncio.sleep(2 * lag.tick_s)
-            lags.append(lag.longest_s)
-        await lag.stop()
-        print(f"Alertmanager holds {held} alerts", file=sys.stderr)
-        median = statistics.median
-        results["baseline: GET /api/v2/alerts + JSON"] = (
-            median(cpu), median(busy), median(lags), 0, 1)  # fmt: skip
-    async with PrometheusClient(prom_url, timeout=30) as prom:
-        engine = AlertEngine(prom, [], source="prometheus", from_prometheus=Selection())
-        await engine.refresh()
-        view = AlertmanagerView(AlertmanagerClient(am_url, timeout=30), grace=None)
-        am = view.client
-        assert am is not None
-        for mode in ("prometheus", "steady", "new silence"):
-            if mode != "prometheus":
-                await view.annotate(await engine.refresh())  # warm: connections, silences
-            cpu, busy, lags, prom_requests, am_requests = [], [], [], [], []
-            lag.start()
-            for _ in range(refreshes):
-                if mode == "new silence":
-                    view.invalidate()  # what an unseen silence id does: the list is read again
-                was, started = (prom.requests, am.requests), time.process_time()
-                meter.reset()
-                lag.reset()
-                statuses = await engine.refresh()
+Row = tuple[float, float, float, float, float, float, float, float]
+#: cpu, loop busy, lag, full GCs per refresh, longest GC pause, prom requests, am requests,
+#: loop busy in the loop thread's CPU time
+
+
+async def runs(
+    refreshes: int,
+    meters: tuple[LoopMeter, LagMeter, GcMeter],
+    once: Callable[[], Awaitable[object]],
+    requests: Callable[[], tuple[int, int]],
+) -> Row:
+    """`once` run `refreshes` times: medians of its CPU, loop busy time, lag, full GCs and
+    requests, and the longest GC pause of all runs."""
+    meter, lag, collections = meters
+    samples: list[list[float]] = [[], [], [], [], [], [], [], []]
+    lag.start()
+    for _ in range(refreshes):
+        was, started = requests(), time.process_time()
+        meter.reset()
+        lag.reset()
+        collections.reset()
+        await once()
+        cpu = time.process_time() - started
+        await asyncio.sleep(2 * lag.tick_s)  # a wake-up due at the end counts here
+        now = requests()
+        for column, value in enumerate((cpu, meter.busy_s, lag.longest_s, collections.full,
+                                        collections.longest_s, now[0] - was[0],
+                                        now[1] - was[1], meter.busy_cpu_s)):  # fmt: skip
+            samples[column].append(value)
+    await lag.stop()
+    medians = [statistics.median(column) for column in samples]
+    medians[4] = max(samples[4])
+    return (medians[0], medians[1], medians[2], medians[3], medians[4], medians[5], medians[6],
+            medians[7])  # fmt: skip
+
+
+async def measure(prom_url: str, am_url: str, refreshes: int) -> dict[str, Row]:
+    results: dict[str, Row] = {}
+    meters = LoopMeter(), LagMeter(), GcMeter()
+    with meters[0].installed(), meters[2].installed():
+        async with httpx.AsyncClient(base_url=am_url, trust_env=False, timeout=30) as raw:
+            got: list[int] = []
+
+            async def bare() -> None:
+                got.append(len((await raw.get("/api/v2/alerts")).json()))
+
+            results[BASELINE] = await runs(refreshes, meters, bare, lambda: (0, len(got)))
+            print(f"Alertmanager holds {got[-1]} alerts", file=sys.stderr)
+        async with PrometheusClient(prom_url, timeout=30) as prom:
+            engine = AlertEngine(prom, [], source="prometheus", from_prometheus=Selection())
+            await engine.refresh()
+            view = AlertmanagerView(AlertmanagerClient(am_url, timeout=30), grace=None)
+            am = view.client
+            assert am is not None
+            statuses: list[RuleStatus] = []
+            for mode in ("prometheus", "steady", "new silence"):
+
+                async def once(mode: str = mode) -> None:
+                    nonlocal statuses
+                    if mode == "new silence":
+                        view.invalidate()  # what an unseen silence id does: the list is read again
+                    statuses = await engine.refresh()
+                    if mode != "prometheus":
+                        view.start()
+                        statuses = await view.annotate(statuses)
+
                 if mode != "prometheus":
-                    view.start()
-                    statuses = await view.annotate(statuses)
-                cpu.append(time.process_time() - started)
-                busy.append(meter.busy_s)
-                await asyncio.sleep(2 * lag.tick_s)  # a wake-up due at the end counts here
-                lags.append(lag.longest_s)
-                prom_requests.append(prom.requests - was[0])
-                am_requests.append(am.requests - was[1])
-            await lag.stop()
-            results[NAMES[mode]] = (median(cpu), median(busy), median(lags),
-                                    median(prom_requests), median(am_requests))  # fmt: skip
-        counts = [s.routing for s in statuses if s.routing is not None]
-        silenced, active = sum(r.silenced for r in counts), sum(r.active for r in counts)
-        print(f"routed: {silenced} silenced, {active} active of {len(counts)} firing rules")
-        await view.aclose()
+                    await view.annotate(await engine.refresh())  # warm: connections, silences
+                results[NAMES[mode]] = await runs(
+                    refreshes, meters, once, lambda: (prom.requests, am.requests)
+                )
+            counts = [s.routing for s in statuses if s.routing is not None]
+            silenced, active = sum(r.silenced for r in counts), sum(r.active for r in counts)
+            print(f"routed: {silenced} silenced, {active} active of {len(counts)} firing rules")
+            await view.aclose()
     return results
 
 
@@ -242,23 +264,29 @@ def main() -> int:
             print("5,000 alerts held; adding silences", file=sys.stderr, flush=True)
             add_silences(am_url)
             print("silences added; measuring", file=sys.stderr, flush=True)
-            meter = LoopMeter()
-            with meter.installed():
-                results = asyncio.run(measure(prom_url, am_url, args.refreshes, meter))
+            results = asyncio.run(measure(prom_url, am_url, args.refreshes))
         finally:
             for proc in (prom, am):
                 proc.terminate()
                 proc.wait(timeout=20)
             metrics.shutdown()
-    baseline = results["baseline: GET /api/v2/alerts + JSON"][0]
     print(f"{RULES} rules ({FIRING_RULES * PER_RULE} firing instances), {SILENCED} silenced "
           f"by {SILENCES} silences (+{EXPIRED} expired), median of {args.refreshes}")  # fmt: skip
-    print(f"{'':42} {'CPU ms':>8} {'x baseline':>11} {'loop ms':>8} {'lag ms':>7} "
-          f"{'prom req':>9} {'am req':>7}")  # fmt: skip
-    for name, (cpu, busy, lag, prom_requests, am_requests) in results.items():
-        print(f"{name:42} {cpu * 1000:8.1f} {cpu / baseline:11.1f} {busy * 1000:8.1f} "
-              f"{lag * 1000:7.1f} {prom_requests:9g} {am_requests:7g}")  # fmt: skip
+    print_rows(results)
+    steady = results[NAMES["steady"]]
+    requests = f"requests {steady[5]:g} to Prometheus + {steady[6]:g} to Alertmanager"
+    verdict("steady state", steady[1], steady[2], requests, steady[5] == 1 and steady[6] == 1)
     return 0
+
+
+def print_rows(results: dict[str, Row]) -> None:
+    baseline = results[BASELINE][0]
+    print(f"{'':38} {'CPU ms':>7} {'x base':>6} {'loop ms':>7} {'(CPU)':>6} {'lag ms':>6} "
+          f"{'full GCs':>8} {'GC max ms':>9} {'prom':>4} {'am':>3}")  # fmt: skip
+    for name, (cpu, busy, lag, full, gc_max, prom, am, busy_cpu) in results.items():
+        print(f"{name:38} {cpu * 1000:7.1f} {cpu / baseline:6.1f} {busy * 1000:7.1f} "
+              f"{busy_cpu * 1000:6.1f} {lag * 1000:6.1f} {full:8g} {gc_max * 1000:9.1f} "
+              f"{prom:4g} {am:3g}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -39,10 +39,19 @@ def rule_file(count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_prometheus(directory: Path, rules: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_prometheus(
+    directory: Path, rules: Path, alertmanager: str | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A prometheus evaluating `rules` every second (sending its alerts to `alertmanager`,
+    host:port, when given); the process and its URL once ready."""
     port = free_loopback_port()
     config = directory / "prometheus.yml"
-    config.write_text(f"global: {{evaluation_interval: 1s}}\nrule_files: [{rules}]\n")
+    text = f"global: {{evaluation_interval: 1s}}\nrule_files: [{rules}]\n"
+    if alertmanager:
+        text += (
+            f"alerting: {{alertmanagers: [{{static_configs: [{{targets: [{alertmanager}]}}]}}]}}\n"
+        )
+    config.write_text(text)
     proc = subprocess.Popen(
         [shutil.which("prometheus") or "prometheus", f"--config.file={config}",
          f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],

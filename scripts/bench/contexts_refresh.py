@@ -1,12 +1,15 @@
 """Alert refresh across contexts: three contexts, 200 rules each, through the app's sources.
 
-Starts one real prometheus per context (each with the same 200 alerting rules, a third
-active), writes settings with `contexts:` naming them, and refreshes the live sources the app
-makes (`oncall.service.contexts.live_alert_sources`: one `LiveAlerts` per context, its own
-client), all contexts at once as the app's per-context loops do. Reports per round of
-refreshes the CPU time of the process summed over the contexts (the time the event loop was
-busy; waiting on sockets costs none; budget ≤ 50 ms) and the Prometheus requests of each
-context (budget: 1 each).
+Starts per context one real prometheus (each with the same 200 alerting rules, a third
+active), sending its alerts to the context's own real Alertmanager, and a redis-server for
+the context's acknowledgements (read beside Alertmanager's routing); writes settings with
+`contexts:` naming them, and refreshes the live sources the app makes
+(`oncall.service.contexts.live_alert_sources`: one `LiveAlerts` per context, its own clients),
+all contexts at once as the app's per-context loops do. Reports per round of refreshes, all
+contexts together: the event loop's busy time (`loop_time.LoopMeter`), its lag (the longest a
+2 ms timer came late, `loop_time.LagMeter`), the process's CPU time; and the requests of each
+context to Prometheus and to Alertmanager. Budget (issue 18): event-loop time <= 50 ms summed
+(busy time and lag, each), 1 request per context per backend.
 
     .venv/bin/python scripts/bench/contexts_refresh.py [--contexts 3] [--rules 200] [--refreshes 20]
 """
@@ -17,49 +20,104 @@ import argparse
 import asyncio
 import contextlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from oncall.drill.components import alertmanager_argv
+from oncall.drill.netutil import free_loopback_port
 from oncall.service.contexts import ContextAlerts, live_alert_sources
 from oncall.service.sources import LiveAlerts
 from oncall.settings.loader import load_settings
 from scripts.bench.alerts_refresh import rule_file, start_prometheus
+from scripts.bench.loop_time import LagMeter, LoopMeter, verdict
 
 NAMES = ("eu", "us", "ap", "sa", "me", "af")
 
 
-def requests_of(source: Any) -> int:
-    """The Prometheus requests a context's source made so far."""
+def requests_of(source: Any) -> tuple[int, int]:
+    """The requests a context's source made so far: to Prometheus, to Alertmanager."""
     inner = source.source if isinstance(source, ContextAlerts) else source
     assert isinstance(inner, LiveAlerts) and inner._engine is not None
-    return int(inner._engine.prom.requests)
+    view = inner.alertmanager
+    am = view.client.requests if view is not None and view.client is not None else 0
+    return int(inner._engine.prom.requests), int(am)
 
 
-async def measure(config: Path, refreshes: int) -> tuple[list[float], list[dict[str, int]]]:
+async def measure(config: Path, refreshes: int) -> tuple[list[list[float]], list[dict[str, Any]]]:
+    """Per round: [busy, lag, cpu] and each context's (prometheus, alertmanager) requests."""
     settings = load_settings(config=config, environ={}).settings
     sources = live_alert_sources(settings)
+    meter, lag = LoopMeter(), LagMeter()
     try:
         await asyncio.gather(*(s.refresh() for s in sources.values()))  # warm-up: engines
-        cpu: list[float] = []
-        requests: list[dict[str, int]] = []
-        for _ in range(refreshes):
-            before = {name: requests_of(s) for name, s in sources.items()}
-            started = time.process_time()
-            rounds = await asyncio.gather(*(s.refresh() for s in sources.values()))
-            cpu.append(time.process_time() - started)
-            requests.append({name: requests_of(s) - before[name] for name, s in sources.items()})
-            assert all(len(statuses) >= 1 for statuses in rounds)
-        return cpu, requests
+        await asyncio.gather(*(s.refresh() for s in sources.values()))  # and the silences
+        times: list[list[float]] = [[], [], []]
+        requests: list[dict[str, Any]] = []
+        with meter.installed():
+            lag.start()
+            for _ in range(refreshes):
+                before = {name: requests_of(s) for name, s in sources.items()}
+                meter.reset()
+                lag.reset()
+                started = time.process_time()
+                rounds = await asyncio.gather(*(s.refresh() for s in sources.values()))
+                cpu = time.process_time() - started
+                await asyncio.sleep(2 * lag.tick_s)  # a wake-up due at the end counts here
+                for column, value in enumerate((meter.busy_s, lag.longest_s, cpu)):
+                    times[column].append(value)
+                now = {name: requests_of(s) for name, s in sources.items()}
+                requests.append({n: (now[n][0] - before[n][0], now[n][1] - before[n][1])
+                                 for n in sources})  # fmt: skip
+                assert all(len(statuses) >= 1 for statuses in rounds)
+            await lag.stop()
+        routed = sum(s.routing is not None for statuses in rounds for s in statuses)
+        print(f"rules with Alertmanager's routing in the last round: {routed}", file=sys.stderr)
+        return times, requests
     finally:
         for source in sources.values():
             await source.aclose()
+
+
+def start_context(directory: Path, rules: Path, stack: contextlib.ExitStack) -> dict[str, Any]:
+    """One context's prometheus, Alertmanager and redis-server; its settings."""
+    am_port, redis_port = free_loopback_port(), free_loopback_port()
+    started = [
+        subprocess.Popen(alertmanager_argv(am_port, directory / "am"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]  # fmt: skip
+    prom, url = start_prometheus(directory, rules, f"127.0.0.1:{am_port}")
+    for proc in (*started, prom):
+        stack.callback(proc.wait, 10)
+        stack.callback(proc.terminate)
+    return {"prometheus": {"url": url},
+            "alertmanager": {"url": f"http://127.0.0.1:{am_port}"},
+            "redis": {"url": f"redis://127.0.0.1:{redis_port}/0"}}  # fmt: skip
+
+
+def wait_alertmanagers(contexts: dict[str, dict[str, Any]], timeout: float = 60) -> None:
+    """Until each context's Alertmanager holds the alerts its prometheus sent (bounded)."""
+    deadline = time.monotonic() + timeout
+    for name, context in contexts.items():
+        url = context["alertmanager"]["url"]
+        while True:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                if httpx.get(f"{url}/api/v2/alerts", timeout=5, trust_env=False).json():
+                    break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"context {name}: its Alertmanager got no alert")
+            time.sleep(0.5)
 
 
 def main() -> int:
@@ -72,27 +130,32 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         rules_path = Path(tmp) / "bench.yaml"
         rules_path.write_text(rule_file(args.rules))
-        urls = {}
+        contexts = {}
         for name in names:
             (Path(tmp) / name).mkdir()
-            proc, urls[name] = start_prometheus(Path(tmp) / name, rules_path)
-            stack.callback(proc.wait, 10)
-            stack.callback(proc.terminate)
+            contexts[name] = start_context(Path(tmp) / name, rules_path, stack)
         config = Path(tmp) / "oncall.yaml"
         config.write_text(yaml.safe_dump({
-            "alerts": {"packs": [], "files": [str(rules_path)]},
-            "contexts": {name: {"prometheus": {"url": urls[name]}} for name in names},
+            "alerts": {"packs": [], "files": [str(rules_path)]}, "contexts": contexts,
         }))  # fmt: skip
-        time.sleep(2)  # let each prometheus evaluate the rules a couple of times
-        cpu, requests = asyncio.run(measure(config, args.refreshes))
-    per_context = {name: statistics.median(r[name] for r in requests) for name in names}
-    print(f"{len(names)} contexts x {args.rules} alerting rules, median of {args.refreshes} rounds")
-    print(f"  event-loop (CPU) ms per round, all contexts: {statistics.median(cpu) * 1000:.1f}"
-          f"  (max {max(cpu) * 1000:.1f})")  # fmt: skip
+        wait_alertmanagers(contexts)
+        times, requests = asyncio.run(measure(config, args.refreshes))
+    busy, lag, cpu = (statistics.median(column) for column in times)
+    per_context = {
+        name: tuple(statistics.median(r[name][i] for r in requests) for i in (0, 1))
+        for name in names
+    }
+    print(f"{len(names)} contexts x {args.rules} alerting rules, each with its Alertmanager, "
+          f"median of {args.refreshes} rounds (all contexts at once)")  # fmt: skip
+    print(f"  event-loop busy ms per round, all contexts: {busy * 1000:.1f} "
+          f"(max {max(times[0]) * 1000:.1f}); lag ms {lag * 1000:.1f}; "
+          f"CPU ms {cpu * 1000:.1f}")  # fmt: skip
     print(
-        "  Prometheus requests per refresh: "
-        + ", ".join(f"{n} {v:g}" for n, v in per_context.items())
+        "  requests per refresh (Prometheus, Alertmanager): "
+        + ", ".join(f"{n} {p:g}+{a:g}" for n, (p, a) in per_context.items())
     )
+    ok = all(counts == (1, 1) for counts in per_context.values())
+    verdict(f"{len(names)} contexts summed", busy, lag, "1 request per context per backend", ok)
     return 0
 
 

@@ -43,11 +43,12 @@ from oncall.probes.context import ProbeContext
 from oncall.probes.registry import all_probes
 from oncall.settings.loader import load_settings
 from scripts.bench.checklist import kube_access
-from scripts.bench.loop_time import LagMeter, LoopMeter
+from scripts.bench.loop_time import LagMeter, LoopMeter, verdict
 from scripts.bench.tui_rss import run_soak, summarize_soak
 
 ONCALL = str(Path(sys.executable).parent / "oncall")
 SELECTOR = "app=vllm"
+RSS_BUDGET_MB = 200
 Row = tuple[str, float, float, float, float]  # name, median wall, loop, max longest, median lag
 
 
@@ -131,6 +132,9 @@ async def bench_board(directory: Path, runs: int, meter: LoopMeter) -> tuple[lis
     async with PrometheusClient(url, timeout=10) as prom:
         engine = AlertEngine(prom, rules, source="prometheus")
         rows.append(await measure("board refresh (AlertEngine)", runs, meter, engine.refresh))
+        requests = prom.requests / (runs + 1)  # the warm-up's and the runs'
+    _, _, busy, _, lag = rows[-1]
+    verdict("board refresh", busy, lag, f"requests {requests:g} to Prometheus", requests == 1)
     return rows, f"{len(rules)} rules loaded, {len(deployed)} deployed, {instances} instances"
 
 
@@ -145,6 +149,20 @@ def wait_instances(directory: Path, wanted: int, timeout: float) -> int:
                 break
             time.sleep(1)
     return count
+
+
+def soak_verdict(last: dict[str, Any], active: int) -> bool:
+    """(c)'s verdict: the RSS at the end within RSS_BUDGET_MB, and whether it counts: the
+    board held (nearly) the instances Prometheus has, and no refresh failed."""
+    held = last["instances"] >= 0.9 * active and last["stale"] == 0 and last["failed"] == 0
+    ok = bool(last["rss_mb"] <= RSS_BUDGET_MB and held)
+    print(
+        f"budget: RSS at the end {last['rss_mb']:.1f} MB (<= {RSS_BUDGET_MB} MB) with the board "
+        f"holding {last['instances']} instances of {active} active, {last['failed']} of "
+        f"{last['refreshes']} refreshes failed: {'MET' if ok else 'NOT MET'}"
+        + ("" if held else " (the board did not hold the fleet: the figure does not count)")
+    )
+    return ok
 
 
 def print_rows(title: str, rows: list[Row], note: str) -> None:
@@ -190,6 +208,7 @@ def main() -> int:
                 run_soak(directory / "oncall.yaml", args.minutes * 60, out)
                 rows = [json.loads(line) for line in out.read_text().splitlines() if line]
                 summarize_soak(rows, args.minutes, "a fleet drill (drill up --fleet)", None)
+                soak_verdict(rows[-1], wait_instances(directory, 5000, 0))
         finally:
             if args.dir is None:
                 down = [ONCALL, "drill", "down", "--dir", str(directory)]

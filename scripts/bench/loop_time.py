@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.events
+import gc
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,9 +25,12 @@ class LoopMeter:
     busy_s: float = 0.0
     longest_s: float = 0.0
     callbacks: int = 0
+    #: The loop thread's CPU time in those callbacks: what they cost without the time the OS
+    #: gave the CPU to another process meanwhile (a loaded machine inflates `busy_s`).
+    busy_cpu_s: float = 0.0
 
     def reset(self) -> None:
-        self.busy_s, self.longest_s, self.callbacks = 0.0, 0.0, 0
+        self.busy_s, self.longest_s, self.callbacks, self.busy_cpu_s = 0.0, 0.0, 0, 0.0
 
     @contextmanager
     def installed(self) -> Iterator[LoopMeter]:
@@ -34,11 +38,12 @@ class LoopMeter:
         meter = self
 
         def timed(handle: Any) -> None:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.thread_time()
             try:
                 original(handle)
             finally:
                 spent = time.perf_counter() - started
+                meter.busy_cpu_s += time.thread_time() - started_cpu
                 meter.busy_s += spent
                 meter.longest_s = max(meter.longest_s, spent)
                 meter.callbacks += 1
@@ -81,3 +86,54 @@ class LagMeter:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+@dataclass
+class GcMeter:
+    """The garbage collections while installed: how many full (generation 2) ones, and the
+    longest pause of any collection, in seconds of its thread's CPU time (a loaded machine
+    would add the time the OS ran another process meanwhile). A collection runs in whichever thread
+    allocates past the threshold and holds the GIL throughout: a worker thread's full
+    collection of a big heap stops the event loop just the same."""
+
+    full: int = 0
+    longest_s: float = 0.0
+    _started: float = 0.0
+
+    def reset(self) -> None:
+        self.full, self.longest_s = 0, 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+            return
+        self.longest_s = max(self.longest_s, time.thread_time() - self._started)
+        self.full += info["generation"] == 2
+
+    @contextmanager
+    def installed(self) -> Iterator[GcMeter]:
+        gc.callbacks.append(self._callback)
+        try:
+            yield self
+        finally:
+            gc.callbacks.remove(self._callback)
+
+
+#: The budget of a board refresh's event-loop time (DESIGN §6; issues 4, 14, 15, 18).
+BUDGET_S = 0.050
+
+
+def verdict(what: str, busy_s: float, lag_s: float, requests: str, requests_ok: bool) -> bool:
+    """Print whether a refresh kept to the budget; True when it did.
+
+    "Event-loop time per refresh" is read both ways the loop can be held: its busy time
+    (`LoopMeter`: callbacks run for the refresh, summed) and its lag (`LagMeter`: the longest
+    a timer waited, which also counts the loop's thread waiting for the GIL while a worker
+    thread or a garbage collection holds it). Each must be within `BUDGET_S`."""
+    ok = busy_s <= BUDGET_S and lag_s <= BUDGET_S and requests_ok
+    budget = f"{BUDGET_S * 1000:g} ms"
+    print(
+        f"budget: {what}: loop busy {busy_s * 1000:.1f} ms and lag {lag_s * 1000:.1f} ms "
+        f"(each <= {budget}), {requests}: {'MET' if ok else 'NOT MET'}"
+    )
+    return ok

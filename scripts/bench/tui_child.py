@@ -156,6 +156,7 @@ def child_soak(config: str, seconds: float, rerun_s: float, out: Path) -> None:
     from oncall.tui.app import OncallApp
 
     app = OncallApp(load_settings(config=Path(config)).settings)
+    refreshes = count_refreshes(app.alerts_sources)
 
     async def soak(pilot: Pilot[Any]) -> None:
         started = time.monotonic()
@@ -172,6 +173,11 @@ def child_soak(config: str, seconds: float, rerun_s: float, out: Path) -> None:
                     "runs": book.generation,
                     "workers": len(app.workers),
                     "objects": len(gc.get_objects()),
+                    # Whether the board still holds the fleet (a refresh that fails keeps
+                    # the last instances, marked stale), and how many refreshes failed.
+                    "instances": sum(len(s.instances) for s in book.statuses.values()),
+                    "stale": sum(s.stale_since is not None for s in book.statuses.values()),
+                    **refreshes,
                 }
                 samples.write(json.dumps(row) + "\n")
                 samples.flush()
@@ -183,6 +189,27 @@ def child_soak(config: str, seconds: float, rerun_s: float, out: Path) -> None:
         app.exit()
 
     asyncio.run(app.run_async(headless=True, size=(WIDTH, HEIGHT), auto_pilot=soak))
+
+
+def count_refreshes(sources: dict[str, Any]) -> dict[str, int]:
+    """Counts of the sources' refreshes, kept up to date: "refreshes", and "failed" (one that
+    raised, or left a rule stale: its Prometheus or its queries did not answer)."""
+    counts = {"refreshes": 0, "failed": 0}
+    for source in sources.values():
+        refresh = source.refresh
+
+        async def counted(refresh: Callable[[], Any] = refresh) -> Any:
+            counts["refreshes"] += 1
+            try:
+                statuses = await refresh()
+            except BaseException:
+                counts["failed"] += 1
+                raise
+            counts["failed"] += any(s.stale_since is not None for s in statuses)
+            return statuses
+
+        source.refresh = counted
+    return counts
 
 
 def child_main(argv: list[str]) -> int:

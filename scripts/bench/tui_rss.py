@@ -84,10 +84,16 @@ def summarize_soak(
         f"{label}"
         f"; sample every {SAMPLE_EVERY_S:g} s"
     )
+    last = rows[-1]
     print(
-        f"  alerts {rows[-1]['alerts']}, firing at the end {rows[-1]['firing']}, "
-        f"checklist runs {rows[-1]['runs']}"
+        f"  alerts {last['alerts']}, firing at the end {last['firing']}, "
+        f"checklist runs {last['runs']}"
     )
+    if "refreshes" in last:  # what the board held: the RSS is that of a board with them
+        print(
+            f"  at the end: {last['instances']} instances held, {last['stale']} rules stale; "
+            f"refreshes {last['refreshes']}, failed {last['failed']}"
+        )
     half = after[0][0]
     workers = [r["workers"] for r in rows if r["t"] >= half]
     objects = [r["objects"] for r in rows if r["t"] >= half]

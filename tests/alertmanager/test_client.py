@@ -104,3 +104,60 @@ async def test_nothing_listening_is_refused() -> None:
         with pytest.raises(BackendError) as caught:
             await client.alerts()
     assert caught.value.reason == "refused"
+
+
+async def test_alerts_read_again_unchanged_are_the_same_objects(
+    alertmanager_srv: RunningServer, post_alerts: PostAlerts, silence: Silence, test_label: str
+) -> None:
+    """Reuse between reads: an unchanged alert is the last read's object, a changed one is
+    new; either way each equals what a fresh parse of the same answer gives."""
+    post_alerts([{"alertname": "Reuse", "pod": pod} for pod in ("a", "b", "c")])
+    mine = [f'test="{test_label}"']
+    async with AlertmanagerClient(alertmanager_srv.url, timeout=5) as client:
+
+        async def fresh() -> list[AmAlert]:  # the same answer, parsed without reuse
+            raw = await client.request("GET", "/api/v2/alerts", params=[("filter", mine[0])])
+            return [parse_alert(alert) for alert in raw]
+
+        await eventually(lambda: _count(client, mine, 3), within=10, what="the three alerts")
+        first = {a.labels["pod"]: a for a in await client.alerts(matchers=mine)}
+        again = await client.alerts(matchers=mine)
+        assert again == await fresh()
+        assert all(alert is first[alert.labels["pod"]] for alert in again)
+        silence({"alertname": "Reuse", "pod": "b"})
+
+        async def silenced() -> bool:
+            found = {a.labels["pod"]: a for a in await client.alerts(matchers=mine)}
+            return found["b"].state == "suppressed"
+
+        await eventually(silenced, within=10, what="the silence to mute pod b")
+        third = {a.labels["pod"]: a for a in await client.alerts(matchers=mine)}
+        assert sorted(third.values(), key=lambda a: a.fingerprint) == sorted(
+            await fresh(), key=lambda a: a.fingerprint
+        )
+    assert third["a"] is first["a"] and third["c"] is first["c"]
+    assert third["b"] is not first["b"] and third["b"].silenced_by and not first["b"].silenced_by
+
+
+async def _count(client: AlertmanagerClient, matchers: list[str], wanted: int) -> bool:
+    return len(await client.alerts(matchers=matchers)) == wanted
+
+
+def test_an_alert_changed_in_any_field_it_keeps_is_parsed_anew() -> None:
+    raw = json.loads((FIXTURES / "alerts_v2_silenced_inhibited.json").read_text())[0]
+    seen = parse_alert(raw)
+    previous = {seen.fingerprint: seen}
+    assert parse_alert(raw, previous) is seen
+    changes = [
+        {"status": {**raw["status"], "state": "suppressed", "silencedBy": ["s1"]}},
+        {"status": {**raw["status"], "silencedBy": ["s1"]}},
+        {"status": {**raw["status"], "inhibitedBy": ["f1"]}},
+        {"status": {**raw["status"], "state": "unprocessed"}},
+        {"labels": {**raw["labels"], "model": "other"}},
+    ]
+    for change in changes:
+        changed = {**raw, **change}
+        parsed = parse_alert(changed, previous)
+        assert parsed is not seen and parsed == parse_alert(changed)
+    # Times Alertmanager moves at every resend are not kept: the alert is the same object.
+    assert parse_alert({**raw, "endsAt": "2026-12-01T13:00:00Z"}, previous) is seen

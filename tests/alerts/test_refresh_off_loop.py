@@ -7,6 +7,7 @@ thread is compared with the same values built the plain way (`json.loads`, `inst
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -22,7 +23,8 @@ from oncall.alerts.engine import AlertEngine
 from oncall.alerts.prom_source import instances_of, parse_time
 from oncall.alerts.remote_rules import deployed_by_key, merged
 from oncall.backends.alertmanager import AlertmanagerClient, parse_alert
-from oncall.backends.json_slices import loads_sliced
+from oncall.backends.gc_pause import collector_paused, paused
+from oncall.backends.json_slices import array_items, loads_sliced
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
 from oncall.model.alerts import AlertRule
@@ -43,17 +45,34 @@ def rules_url() -> Iterator[str]:
         yield url
 
 
-def threads_of(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
-    """Record the thread each call of `module.name` runs on."""
-    seen: list[int] = []
+def threads_of(
+    monkeypatch: pytest.MonkeyPatch,
+    module: object,
+    name: str,
+    seen_as: Callable[[], Any] = threading.get_ident,
+) -> list[Any]:
+    """Record the thread each call of `module.name` runs on (or `seen_as()` at each call)."""
+    seen: list[Any] = []
     original: Callable[..., Any] = getattr(module, name)
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
-        seen.append(threading.get_ident())
+        seen.append(seen_as())
         return original(*args, **kwargs)
 
     monkeypatch.setattr(module, name, recorded)
     return seen
+
+
+def items_of(text: bytes | str) -> list[Any] | None:
+    """`array_items`, all of them (None: not an array)."""
+    items = array_items(text)
+    return None if items is None else list(items)
+
+
+def array_of(text: bytes | str) -> list[Any] | None:
+    """What `items_of` should give: `json.loads`' array, None for any other value."""
+    value = json.loads(text)
+    return value if isinstance(value, list) else None
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
@@ -64,6 +83,8 @@ def test_sliced_decoding_is_json_loads(path: Path) -> None:
     # Pretty-printed (whitespace everywhere the grammar allows it): the same value.
     spaced = json.dumps(json.loads(data), indent=2).encode()
     assert loads_sliced(spaced, 8) == json.loads(data)
+    for text in (data, spaced):
+        assert items_of(text) == array_of(text)
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
@@ -80,8 +101,12 @@ def test_sliced_decoding_refuses_what_json_loads_refuses(path: Path) -> None:
         except json.JSONDecodeError:
             with pytest.raises(json.JSONDecodeError):
                 loads_sliced(bad, 8)
+            items = array_items(bad)  # None: not an array, which json.loads reports its way
+            with pytest.raises(json.JSONDecodeError):
+                list(items if items is not None else json.loads(bad))
         else:
             assert loads_sliced(bad, 8) == json.loads(bad)
+            assert items_of(bad) == array_of(bad)
 
 
 async def test_refresh_builds_off_the_loop_what_the_loop_would(
@@ -151,3 +176,45 @@ async def test_alertmanager_alerts_parse_off_the_loop(monkeypatch: pytest.Monkey
                 await am.alerts()
     assert caught.value.reason == "bad payload"
     assert "not an Alertmanager API response" in caught.value.detail
+
+
+def test_collector_pauses_nest_and_give_the_collector_back() -> None:
+    assert gc.isenabled() and not paused()
+    with collector_paused():
+        worker = threading.Thread(target=_pause_briefly)  # another refresh's worker thread
+        worker.start()
+        worker.join(timeout=10)
+        assert not gc.isenabled() and paused()  # the outer pause still runs
+        with pytest.raises(RuntimeError), collector_paused():
+            raise RuntimeError("a refresh that fails")
+        assert not gc.isenabled()
+    assert gc.isenabled() and not paused()
+    gc.disable()  # a pause while the collector is off (the app's start-up) leaves it off
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def _pause_briefly() -> None:
+    with collector_paused():
+        assert not gc.isenabled()
+
+
+async def test_refresh_builds_with_the_collector_paused_and_resumes_it(
+    rules_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause covers the decode and the build in the worker, not the request's wait, and
+    ends with every refresh, a failed one too: no collection is left off between refreshes."""
+    during = threads_of(monkeypatch, engine_module, "instances_of", gc.isenabled)
+    async with PrometheusClient(rules_url, timeout=TIMEOUT) as prom:
+        engine = AlertEngine(prom, [], from_prometheus=Selection())
+        for _ in range(2):
+            assert (await engine.refresh(NOW)) and gc.isenabled() and not paused()
+    assert during and not any(during)
+    with http_stub(200, b"<html>Sign in</html>", "application/json") as url:
+        async with PrometheusClient(url, timeout=TIMEOUT) as prom:
+            failed = await AlertEngine(prom, [], from_prometheus=Selection()).refresh(NOW)
+    assert failed == [] and gc.isenabled() and not paused()
