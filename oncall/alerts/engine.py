@@ -80,10 +80,10 @@ class AlertEngine:
             # Thousands of instances cost hundreds of ms to build: in the worker thread that
             # decodes the answer, so the event loop (the board, key presses) runs meanwhile.
             # Nothing there touches `self` but to read `rules`, `source` and
-            # `from_prometheus`, which no one changes during a refresh.
+            # `from_prometheus`, which no one changes during a refresh, and `_kept`.
             try:
                 answer = await self.prom.rules_built(
-                    lambda groups: self._from_groups(groups, now), kind="alert"
+                    lambda groups: self._kept(self._from_groups(groups, now)), kind="alert"
                 )
             except BackendError as exc:
                 prom_error = exc
@@ -124,6 +124,12 @@ class AlertEngine:
             found = merged(raws) if raws else None
             statuses[rule_key(rule)] = self._from_prometheus(rule, found, None, now)
         return deployed, remote, statuses
+
+    def _kept(self, answer: Answer) -> Answer:
+        """`answer`'s statuses kept as the last ones, in the worker thread: the previous
+        refresh's statuses (thousands of instances) are freed there, not on the event loop."""
+        self.last.update(answer[2])
+        return answer
 
     def _source_of(
         self, rule: AlertRule, deployed: Mapping[str, object], error: BackendError | None

@@ -162,11 +162,16 @@ class AlertmanagerClient(HttpBackend):
         """Every alert it holds (`GET /api/v2/alerts`: active, silenced, inhibited and
         unprocessed), optionally only those matching `matchers` ('alertname="X"')."""
         params = [("filter", m) for m in matchers or []] or None
-        seen = self._alerts_seen
-        alerts = await self._list(
-            "/api/v2/alerts", lambda raw: parse_alert(raw, seen), "alert", params
-        )
-        self._alerts_seen = {alert.fingerprint: alert for alert in alerts}
+        seen: dict[str, AmAlert] = self._alerts_seen
+        fresh: dict[str, AmAlert] = {}
+
+        def parse(raw: Any) -> AmAlert:  # in the worker thread: the map is built there too
+            alert = parse_alert(raw, seen)
+            fresh[alert.fingerprint] = alert
+            return alert
+
+        alerts = await self._list("/api/v2/alerts", parse, "alert", params)
+        self._alerts_seen = fresh
         return alerts
 
     async def silences(self) -> list[Silence]:

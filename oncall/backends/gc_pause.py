@@ -7,8 +7,9 @@ many allocations start dozens of young collections, each moving the still-alive 
 generation up, and about one full (generation 2) collection a refresh: a walk of the whole
 heap that holds the interpreter lock for tens of ms, in whichever thread triggered it, the
 event loop's included (docs/PERFORMANCE.md, "Alertmanager"). Paused meanwhile, the decoded
-answers are freed by reference counting before any collection sees them; the first young
-collection after the pause examines only what the refresh kept (its new states), once.
+answers are freed by reference counting before any collection sees them; the young
+collection that ends the pause examines only what the refresh kept (its new states), once,
+in the worker thread that ends it.
 
 Pausing only defers work: nothing is collected late but cyclic garbage made during the
 pause (a refresh makes none; other threads might), which the next collection takes. The
@@ -51,8 +52,13 @@ def collector_paused() -> Iterator[None]:
     finally:
         with _PAUSE.lock:
             _PAUSE.depth -= 1
-            if _PAUSE.depth == 0 and _PAUSE.was_enabled:
+            resume = _PAUSE.depth == 0 and _PAUSE.was_enabled
+            if resume:
                 gc.enable()
+        if resume:  # outside the lock: a finalizer the collection runs may pause again
+            # The young collection of what the refresh kept, here in the worker thread that
+            # ends the pause, not at the event loop's next allocation.
+            gc.collect(0)
 
 
 def paused() -> bool:

@@ -35,6 +35,7 @@ class AckView:
         self.grace = grace  # None: wait for the whole read (the CLI), bounded by its timeout
         self._task: asyncio.Task[Read] | None = None
         self._last: Read | None = None
+        self._started = False  # a read started since the last annotate: the one to take
 
     @classmethod
     def from_settings(cls, settings: Settings, *, grace: float | None = 0.5) -> AckView:
@@ -44,6 +45,7 @@ class AckView:
         """Start a read unless one is in flight (when the Prometheus refresh starts)."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._read())
+            self._started = True
 
     async def _read(self) -> Read:
         try:
@@ -53,7 +55,9 @@ class AckView:
 
     async def annotate(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
         """`statuses` with each active rule's acknowledgement (or `ack unknown`)."""
-        self.start()
+        if not self._started:  # one done already (started beside Prometheus) is taken
+            self.start()
+        self._started = False
         assert self._task is not None
         if not self._task.done():
             await asyncio.wait([self._task], timeout=self.grace)

@@ -208,7 +208,7 @@ def main() -> int:
                 run_soak(directory / "oncall.yaml", args.minutes * 60, out)
                 rows = [json.loads(line) for line in out.read_text().splitlines() if line]
                 summarize_soak(rows, args.minutes, "a fleet drill (drill up --fleet)", None)
-                soak_verdict(rows[-1], wait_instances(directory, 5000, 0))
+                soak_verdict(rows[-1], wait_instances(directory, 0, 30))  # active now
         finally:
             if args.dir is None:
                 down = [ONCALL, "drill", "down", "--dir", str(directory)]

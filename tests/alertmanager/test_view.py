@@ -50,6 +50,17 @@ async def test_one_request_per_refresh_and_the_list_again_for_a_new_silence(
             counts.append(client.requests - before)
         assert counts == [1, 1, 1]
         assert routed.routing == RuleRouting(active=2)
+        # As the app refreshes: the read started beside Prometheus' request, done before the
+        # join asks for it, is the one taken (not a second request).
+        before = client.requests
+        view.start()
+
+        async def read_done() -> bool:
+            return view._task is not None and view._task.done()
+
+        await eventually(read_done, within=10, what="the read started beside Prometheus'")
+        assert (await view.annotate(statuses))[0].routing == RuleRouting(active=2)
+        assert client.requests - before == 1
 
         made = silence({"alertname": NAME, "model": "qwen"}, created_by="carol", comment="why")
 
