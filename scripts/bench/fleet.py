@@ -114,7 +114,8 @@ async def bench_pods(directory: Path, runs: int, meter: LoopMeter) -> tuple[list
     return rows, note
 
 
-async def bench_board(directory: Path, runs: int, meter: LoopMeter) -> tuple[list[Row], str]:
+async def bench_board(directory: Path, runs: int, meter: LoopMeter) -> tuple[list[Row], str, float]:
+    """(b): the rows, a note, and the requests per refresh."""
     settings = load_settings(config=directory / "oncall.yaml").settings
     url = str(settings.prometheus.url)
     rules = load_rule_files([directory / "rules"], for_scale=settings.alerts.for_scale).rules
@@ -133,9 +134,8 @@ async def bench_board(directory: Path, runs: int, meter: LoopMeter) -> tuple[lis
         engine = AlertEngine(prom, rules, source="prometheus")
         rows.append(await measure("board refresh (AlertEngine)", runs, meter, engine.refresh))
         requests = prom.requests / (runs + 1)  # the warm-up's and the runs'
-    _, _, busy, _, lag = rows[-1]
-    verdict("board refresh", busy, lag, f"requests {requests:g} to Prometheus", requests == 1)
-    return rows, f"{len(rules)} rules loaded, {len(deployed)} deployed, {instances} instances"
+    note = f"{len(rules)} rules loaded, {len(deployed)} deployed, {instances} instances"
+    return rows, note, requests
 
 
 def wait_instances(directory: Path, wanted: int, timeout: float) -> int:
@@ -198,11 +198,14 @@ def main() -> int:
             with meter.installed():
                 if not args.board_only:
                     pods, pods_note = asyncio.run(bench_pods(directory, args.runs, meter))
-                board, board_note = asyncio.run(bench_board(directory, args.runs, meter))
+                board, board_note, requests = asyncio.run(bench_board(directory, args.runs, meter))
             print(f"median of {args.runs} warm runs; loop = summed callback time; 2 shared cores")
             if not args.board_only:
                 print_rows("(a) kube.pods for the vLLM selector over the fleet", pods, pods_note)
             print_rows("(b) board refresh", board, board_note)
+            _, _, busy, _, lag = board[-1]
+            prom = f"requests {requests:g} to Prometheus"
+            verdict("(b) board refresh", busy, lag, prom, requests == 1)
             if args.minutes > 0 and not args.board_only:
                 out = Path(tmp) / "soak.jsonl"
                 run_soak(directory / "oncall.yaml", args.minutes * 60, out)
