@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import httpx
 
 from oncall.backends.gc_pause import collector_paused
-from oncall.backends.http import HttpBackend, status_reason
+from oncall.backends.http import HttpBackend, decoded_in_thread, status_reason
 from oncall.backends.json_slices import loads_sliced
 from oncall.model.metrics import Sample, Series
 
@@ -194,12 +194,18 @@ class PrometheusClient(HttpBackend):
         and both with the collector paused (`gc_pause`): the decoded answer is freed before
         any collection walks it, and what `build` keeps is walked once, after."""
         params = {"type": kind} if kind else None
-        response = await self._send("/api/v1/rules", params)
+        self.requests += 1
+        request = self._http.build_request("GET", "/api/v1/rules", params=params)
+        response = await self._exchange_encoded(request)  # inflated in the worker, below
         return await asyncio.to_thread(self._groups_built, response, build)
 
     def _groups_built(
         self, response: httpx.Response, build: Callable[[list[dict[str, Any]]], T]
     ) -> T:
+        try:
+            decoded_in_thread(response)
+        except httpx.DecodingError as exc:
+            raise self._error("bad payload", f"{type(exc).__name__}: {exc}") from exc
         with collector_paused():
             data = self._data(response, _decoded(response.content, _rules))
             groups = data.get("groups") if isinstance(data, dict) else None

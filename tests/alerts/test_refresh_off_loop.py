@@ -8,12 +8,14 @@ thread is compared with the same values built the plain way (`json.loads`, `inst
 from __future__ import annotations
 
 import gc
+import gzip
 import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import oncall.alerts.engine as engine_module
@@ -161,6 +163,37 @@ async def test_rules_decoded_off_the_loop_fail_as_before(
             with pytest.raises(BackendError) as caught:
                 await prom.rules(kind="alert")
     assert caught.value.reason == reason
+
+
+async def test_a_compressed_rules_answer_is_inflated_off_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Prometheus gzips /api/v1/rules (megabytes at fleet size): inflated in the worker, to
+    the same groups; a body that is not the gzip it says it is fails as a bad payload."""
+    inflated_on = threads_of(monkeypatch, prom_module, "decoded_in_thread")
+    packed = gzip.compress(RULES.read_bytes())
+    with http_stub(200, packed, "application/json", {"Content-Encoding": "gzip"}) as url:
+        async with PrometheusClient(url, timeout=TIMEOUT) as prom:
+            groups = await prom.rules(kind="alert")
+    assert inflated_on and threading.get_ident() not in inflated_on
+    assert groups == json.loads(RULES.read_bytes())["data"]["groups"]
+    with http_stub(200, packed[:-30], "application/json", {"Content-Encoding": "gzip"}) as url:
+        async with PrometheusClient(url, timeout=TIMEOUT) as prom:
+            with pytest.raises(BackendError) as caught:
+                await prom.rules(kind="alert")
+    assert caught.value.reason == "bad payload"
+
+
+async def test_a_real_prometheus_sends_its_rules_compressed(prometheus_srv: Any) -> None:
+    """Why the inflating moved: what a real server sends for the client's Accept-Encoding."""
+    rules = {"type": "alert"}
+    async with (
+        httpx.AsyncClient(base_url=prometheus_srv.url, trust_env=False) as http,
+        http.stream("GET", "/api/v1/rules", params=rules) as answer,
+    ):
+        assert answer.headers.get("content-encoding") == "gzip"
+    async with PrometheusClient(prometheus_srv.url, timeout=TIMEOUT) as prom:
+        assert isinstance(await prom.rules(kind="alert"), list)
 
 
 async def test_alertmanager_alerts_parse_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.harness.processes import free_port
@@ -36,9 +36,11 @@ Reply = tuple[int, str, bytes]
 
 
 @contextlib.contextmanager
-def answering_server(answer: Callable[[str], Reply]) -> Iterator[str]:
+def answering_server(
+    answer: Callable[[str], Reply], headers: Mapping[str, str] | None = None
+) -> Iterator[str]:
     """A real HTTP server on 127.0.0.1 (free port) answering every GET and POST with
-    `answer(path)` (a request's body is read and ignored); yields its base URL."""
+    `answer(path)` and `headers` (a request's body is read and ignored); yields its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def _reply(self) -> None:
@@ -49,6 +51,8 @@ def answering_server(answer: Callable[[str], Reply]) -> Iterator[str]:
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
 
@@ -69,7 +73,10 @@ def answering_server(answer: Callable[[str], Reply]) -> Iterator[str]:
 
 
 def http_stub(
-    status: int, body: bytes, content_type: str = "text/html"
+    status: int,
+    body: bytes,
+    content_type: str = "text/html",
+    headers: Mapping[str, str] | None = None,
 ) -> contextlib.AbstractContextManager[str]:
     """A server answering every request with this one reply."""
-    return answering_server(lambda _path: (status, content_type, body))
+    return answering_server(lambda _path: (status, content_type, body), headers)
