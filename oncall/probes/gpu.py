@@ -38,7 +38,7 @@ from oncall.errors import BackendError
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu_args import DEFAULT_GPU_MEMORY_UTILIZATION, parse_gpu_memory_utilization
-from oncall.probes.kube import kube_reader, vllm_container
+from oncall.probes.kube import kube_reader, kubectl, vllm_container
 from oncall.probes.prometheus import prometheus_client
 
 Source = Literal["auto", "nvml", "dcgm"]
@@ -254,16 +254,8 @@ async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:
 
 
 def vllm_memory_equivalent(ctx: ProbeContext, params: VllmMemoryParams) -> str:
-    settings = ctx.settings.kubernetes
-    argv = ["kubectl"]
-    if settings.kubeconfig is not None:
-        argv += ["--kubeconfig", str(settings.kubeconfig)]
-    if settings.context:
-        argv += ["--context", settings.context]
-    namespace = params.namespace or settings.namespace
-    return shlex.join(
-        [*argv, "get", "deployment", params.deployment, "-n", namespace, "-o", "yaml"]
-    )
+    namespace = params.namespace or ctx.settings.kubernetes.namespace
+    return kubectl(ctx, "get", "deployment", params.deployment, "-n", namespace, "-o", "yaml")
 
 
 PROBES = (

@@ -67,7 +67,8 @@ def _namespace(ctx: ProbeContext, params: NamespacedParams) -> str:
     return params.namespace or ctx.settings.kubernetes.namespace
 
 
-def _kubectl(ctx: ProbeContext, *words: str) -> str:
+def kubectl(ctx: ProbeContext, *words: str) -> str:
+    """The kubectl command line of these settings' kubeconfig and context, then `words`."""
     settings = ctx.settings.kubernetes
     argv = ["kubectl"]
     if settings.kubeconfig is not None:
@@ -130,7 +131,7 @@ def pods_equivalent(ctx: ProbeContext, params: PodsParams) -> str:
     selector = ["-l", params.selector] if params.selector else []
     fields = _pod_fields(params)
     by_field = ["--field-selector", fields] if fields else []
-    return _kubectl(ctx, "get", "pods", "-n", _namespace(ctx, params), *selector, *by_field)
+    return kubectl(ctx, "get", "pods", "-n", _namespace(ctx, params), *selector, *by_field)
 
 
 # -- kube.events ------------------------------------------------------------------------
@@ -176,7 +177,7 @@ def events_equivalent(ctx: ProbeContext, params: EventsParams) -> str:
     selector = f"involvedObject.kind={params.kind}"
     if params.name:
         selector += f",involvedObject.name={params.name}"
-    return _kubectl(
+    return kubectl(
         ctx, "get", "events", *where, "--field-selector", selector, "--sort-by=.lastTimestamp"
     )
 
@@ -277,7 +278,7 @@ def _default_text(spec: Facts, chosen: Facts | None) -> str | None:
 
 
 def deployment_equivalent(ctx: ProbeContext, params: DeploymentParams) -> str:
-    return _kubectl(
+    return kubectl(
         ctx, "get", "deployment", params.name, "-n", _namespace(ctx, params), "-o", "yaml"
     )
 
@@ -315,7 +316,7 @@ async def run_nodes(ctx: ProbeContext, params: NodesParams) -> Facts:
 
 def nodes_equivalent(ctx: ProbeContext, params: NodesParams) -> str:
     selector = ["-l", params.selector] if params.selector else []
-    return _kubectl(ctx, "describe", "nodes", *selector)
+    return kubectl(ctx, "describe", "nodes", *selector)
 
 
 PROBES = (

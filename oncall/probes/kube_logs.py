@@ -19,7 +19,7 @@ from oncall.backends.kube import BACKEND, KubeReader, Obj
 from oncall.probes import kube_log_facts as logs
 from oncall.probes.base import Facts, Probe
 from oncall.probes.context import ProbeContext
-from oncall.probes.kube import NamespacedParams, _kubectl, _namespace, kube_reader
+from oncall.probes.kube import NamespacedParams, _namespace, kube_reader, kubectl
 
 
 class LogsParams(NamespacedParams):
@@ -135,7 +135,7 @@ def logs_equivalent(ctx: ProbeContext, params: LogsParams) -> str:
     if params.previous:
         words.append("--previous")
     words += [f"--tail={params.tail_lines}", f"--limit-bytes={params.limit_bytes}"]
-    return _kubectl(ctx, *words)
+    return kubectl(ctx, *words)
 
 
 PROBES = (
