@@ -20,6 +20,7 @@ from pydantic import Field
 from oncall.backends.kube import BACKEND, CLUSTER_SCOPED_KINDS, KubeReader, rollout_status_of
 from oncall.errors import BackendError
 from oncall.model.kube_expansion import Env
+from oncall.model.kube_names import DNS_SUBDOMAIN, FIELD_NAME, NAME_MAX
 from oncall.model.max_num_seqs_rule import default_from_labels
 from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
 from oncall.probes.base import Facts, Probe, ProbeParams
@@ -39,13 +40,22 @@ class NamespacedParams(ProbeParams):
 
 class PodsParams(NamespacedParams):
     selector: str | None = Field(None, description="Label selector, e.g. app=vllm.")
-    name: str | None = Field(None, description="Only the pod of this name.")
-    node: str | None = Field(None, description="Only the pods on this node (spec.nodeName).")
+    name: str | None = Field(
+        None, pattern=DNS_SUBDOMAIN, max_length=NAME_MAX, description="Only the pod of this name."
+    )
+    node: str | None = Field(
+        None,
+        pattern=DNS_SUBDOMAIN,
+        max_length=NAME_MAX,
+        description="Only the pods on this node (spec.nodeName).",
+    )
 
 
 class EventsParams(NamespacedParams):
     kind: str = Field(description="Kind of the involved object: Pod, Deployment, Node, …")
-    name: str | None = Field(None, description="Name of the involved object; default all.")
+    name: str | None = Field(
+        None, pattern=FIELD_NAME, description="Name of the involved object; default all."
+    )
     limit: int = Field(20, ge=1, le=500, description="Newest events kept.")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pydantic
 import pytest
 
 from oncall.drill.kube_sim import (
@@ -601,3 +602,28 @@ def test_importing_the_modules_does_not_import_kubernetes() -> None:
     )
     proc = loaded_by(imports, "kubernetes")
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        (kube.PodsParams, {"node": "gpu-1,metadata.name=x"}),  # a second term: narrows to none
+        (kube.PodsParams, {"node": "gpu-1\\,x"}),
+        (kube.PodsParams, {"name": "vllm-0,spec.nodeName!=x"}),
+        (kube.PodsParams, {"node": "Node_1"}),  # not a name the API server would have given
+        (kube.PodsParams, {"node": "n" * 254}),
+        (kube.EventsParams, {"kind": "Pod", "name": "vllm-0,involvedObject.kind=Node"}),
+        (kube.EventsParams, {"kind": "Pod", "name": "a=b"}),
+    ],
+)
+def test_a_label_cannot_add_a_field_selector_term(params: type[Any], field: dict[str, str]) -> None:
+    """Names that go into `--field-selector` come from alert labels: one holding the
+    selector's own syntax would change what is asked (and a pod check read "all well")."""
+    with pytest.raises(pydantic.ValidationError):
+        params.model_validate(field)
+
+
+def test_real_names_still_select() -> None:
+    assert kube.PodsParams.model_validate({"node": "gpu-node-1.eu.internal"}).node
+    assert kube.PodsParams.model_validate({"name": "vllm-7d9f8-abcde"}).name
+    assert kube.EventsParams.model_validate({"kind": "ClusterRole", "name": "system:node"}).name
