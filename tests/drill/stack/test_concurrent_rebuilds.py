@@ -25,6 +25,7 @@ import pytest
 
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import NS, records, vllm_pods
+from tests.harness.processes import wait_until
 
 SAMPLE_S = 0.1
 TIMEOUT_S = 240.0
@@ -111,16 +112,24 @@ def _both(drill: Drill, tmp: Path, pods: list[str], contexts: list[str | None]) 
     return [o.decode("utf-8", "replace").replace("\r\n", "\n") for o in outputs]
 
 
-def _two_ready_pods(drill: Drill) -> list[str]:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # bounded: an earlier rebuild's replacement starting
-        pods = [p for p in vllm_pods(drill) if any(
+def _ready_pods(drill: Drill) -> list[str]:
+    return sorted(
+        p["metadata"]["name"] for p in vllm_pods(drill) if any(
             c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (p.get("status") or {}).get("conditions") or [])]  # fmt: skip
-        if len(pods) == 2:
-            return sorted(p["metadata"]["name"] for p in pods)
-        time.sleep(0.2)
-    raise AssertionError("the drill's vLLM Deployment never had 2 Ready pods")
+            for c in (p.get("status") or {}).get("conditions") or [])
+    )  # fmt: skip
+
+
+def _two_ready_pods(drill: Drill) -> list[str]:
+    seen: list[list[str]] = []
+
+    def two() -> bool:
+        seen.append(_ready_pods(drill))
+        return len(seen[-1]) == 2
+
+    # Bounded: an earlier rebuild's replacement may still be starting.
+    wait_until(two, timeout=120, what="the drill's vLLM Deployment with 2 Ready pods")
+    return seen[-1]
 
 
 @pytest.mark.parametrize(
