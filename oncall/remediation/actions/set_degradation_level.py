@@ -63,21 +63,19 @@ class SetDegradationLevel(Action[SetDegradationLevelParams]):
         before = await current_level(clients)
         if settings.store == "redis":
             where = f"Redis key {settings.redis_key}"
-        else:
-            where = f"ConfigMap {namespace}/{settings.configmap} key {settings.configmap_key}"
-        old, note = stored_level(before, where)
-        if old == params.level:
-            raise PlanError(f"the degradation level is already {params.level} ({LEVELS[old]})")
-        if settings.store == "redis":
             target = Target("RedisKey", settings.redis_key)
             request: dict[str, Any] = {"command": ["SET", settings.redis_key, str(params.level)]}
         else:
+            where = f"ConfigMap {namespace}/{settings.configmap} key {settings.configmap_key}"
             target = Target("ConfigMap", settings.configmap, namespace)
             request = {
                 "method": "PATCH",
                 "path": f"/api/v1/namespaces/{namespace}/configmaps/{settings.configmap}",
                 "body": {"data": {settings.configmap_key: str(params.level)}},
             }
+        old, note = stored_level(before, where)
+        if old == params.level:
+            raise PlanError(f"the degradation level is already {params.level} ({LEVELS[old]})")
         return Plan(
             action=self.name,
             params=params.model_dump(),
