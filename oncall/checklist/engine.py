@@ -265,11 +265,15 @@ def _evidence(step: CompiledStep, names: dict[str, Any]) -> list[EvidenceValue]:
             value = item.value.evaluate(names)
             threshold = item.threshold.evaluate(names) if item.threshold else None
             out.append(
-                EvidenceValue(item.label, value, threshold, item.unit, None, item.value.text)
+                EvidenceValue(
+                    item.label, value, threshold, item.unit, None, item.value.text, item.bad
+                )
             )
         except ExpressionError as exc:
             out.append(
-                EvidenceValue(item.label, None, None, item.unit, exc.message, item.value.text)
+                EvidenceValue(
+                    item.label, None, None, item.unit, exc.message, item.value.text, item.bad
+                )
             )
     return out
 

@@ -44,6 +44,7 @@ class CompiledEvidence:
     value: CompiledExpression
     threshold: CompiledExpression | None
     unit: str | None
+    bad: str = "above"
 
 
 @dataclass(frozen=True)
@@ -312,7 +313,7 @@ class _Checker:
                 else None
             )
             if value is not None:
-                evidence.append(CompiledEvidence(item.label, value, threshold, item.unit))
+                evidence.append(CompiledEvidence(item.label, value, threshold, item.unit, item.bad))
         timeout = step.timeout if step.timeout is not None else (probe.timeout if probe else 5.0)
         if timeout <= 0 or timeout > MAX_TIMEOUT_S:
             self.add((*base, "timeout"), f"timeout must be within (0, {MAX_TIMEOUT_S:g}s]")

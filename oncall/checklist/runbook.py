@@ -65,6 +65,12 @@ class Evidence(RunbookModel):
     unit: str | None = Field(
         None, description="ratio, percent, s, ms, MiB, bytes, tokens/s, count, … (display only)."
     )
+    bad: Literal["above", "below"] = Field(
+        "above",
+        description="Which side of the threshold is unhealthy: above (a usage, a latency) or "
+        "below (a hit rate, a throughput floor). A chart draws each point's worst: the peak "
+        "for above, the dip for below.",
+    )
 
 
 class Step(RunbookModel):

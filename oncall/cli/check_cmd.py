@@ -151,7 +151,7 @@ async def _charts(
 ) -> list[ChartData]:
     """The alert's chart, then one per PromQL evidence value of each step that did not pass."""
     from oncall.service.alerts import load_packs
-    from oncall.service.charts import WINDOWS, LiveCharts, evidence_query
+    from oncall.service.charts import WINDOWS, LiveCharts, evidence_query, evidence_threshold
 
     seconds = WINDOWS[window]
     rule = next((r for r in load_packs(settings).rules if r.name == alert), None)
@@ -165,7 +165,7 @@ async def _charts(
                 query = evidence_query(result, item)
                 if query is None:
                     continue
-                limit = item.threshold if isinstance(item.threshold, int | float) else None
+                limit = evidence_threshold(item)
                 title = f"{result.id}: {item.label}"
                 out.append(await charts.query_chart(title, query, limit, seconds, item.unit))
     finally:

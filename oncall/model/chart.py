@@ -95,19 +95,28 @@ def clock(ts: float, span: float) -> str:
     return moment.strftime("%m-%d %H:%M" if span >= 86400 else "%H:%M")
 
 
+def low_is_bad(threshold: tuple[str, float] | None) -> bool:
+    """Whether the unhealthy side of `threshold` is below it (`< 0.8`, a hit rate's floor):
+    a chart then draws each slot's lowest value, the dip a step or rule failed on, where an
+    upper bound's chart draws the peak."""
+    return threshold is not None and threshold[0] in ("<", "<=")
+
+
 def slots(data: ChartData, width: int) -> list[float | None]:
-    """The highest finite value in each of `width` equal time slots; None where there is none.
+    """The worst finite value in each of `width` equal time slots — the highest, or the lowest
+    when below the threshold is unhealthy (`low_is_bad`); None where there is none.
 
     With more slots than points (15 minutes at a 15 s step on 97 columns), a point also fills
     the slots up to the next one when that follows within two of the usual spacings: a
     regular series is drawn without holes, a real gap in the data stays a gap."""
     out: list[float | None] = [None] * width
     span = (data.end - data.start) / width
+    worst = min if low_is_bad(data.threshold) else max
     shown = [(ts, v) for ts, v in data.points if data.start <= ts <= data.end and math.isfinite(v)]
     for ts, value in shown:
         i = min(width - 1, int((ts - data.start) / span))
         current = out[i]
-        out[i] = value if current is None else max(current, value)
+        out[i] = value if current is None else worst(current, value)
     if len(shown) > 1:
         gaps = sorted(b[0] - a[0] for a, b in pairwise(shown))
         usual = gaps[len(gaps) // 2]

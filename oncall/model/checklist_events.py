@@ -26,6 +26,8 @@ class EvidenceValue:
     #: The runbook's expression of the value (`facts.kv_cache_usage`): a chart finds the
     #: probe's PromQL series behind it (`oncall.service.charts.evidence_query`).
     source: str | None = None
+    #: The unhealthy side of the threshold, "above" or "below" (the runbook's `bad`).
+    bad: str = "above"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ highest value over the step ending at it (`peak_expr`: `max_over_time((q)[15s:1s
 one sample at the step's end: a range query samples a gauge once a step (one scrape in 15 at
 the drill's 1 s scrapes), and a KV-cache usage that touched 0.96 between two points, the
 instant the step failed on, was drawn under its 0.9. Each column of the chart is already the
-highest of its points (`oncall.model.chart.slots`): the peaks are what it draws.
+highest of its points (`oncall.model.chart.slots`): the peaks are what it draws. A value
+judged against a floor (evidence with `bad: below`, a rule `… < 0.8`) is drawn the other way
+up: each point the lowest over its step (`min_over_time`), each column its lowest, the dip.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from oncall.errors import BackendError
 from oncall.model.alerts import AlertRule
-from oncall.model.chart import ChartData, Marker
+from oncall.model.chart import ChartData, Marker, low_is_bad
 from oncall.model.checklist_events import EvidenceValue, StepResult
 from oncall.model.metrics import Series
 from oncall.settings import Settings
@@ -72,12 +74,14 @@ def _duration(seconds: float) -> str:
     return f"{int(seconds)}s" if seconds == int(seconds) else f"{round(seconds * 1000)}ms"
 
 
-def peak_expr(expr: str, step: float) -> str:
+def peak_expr(expr: str, step: float, *, low: bool = False) -> str:
     """`expr` with each point of a range query at `step` the highest value of `expr` over the
-    step ending at it: a subquery evaluated `PEAK_EVALUATIONS` times a step, at most once a
-    second (Grafana's `max_over_time(…[$__interval])`, for any instant-vector expression)."""
+    step ending at it (the lowest with `low`: a value judged against a floor): a subquery
+    evaluated `PEAK_EVALUATIONS` times a step, at most once a second (Grafana's
+    `max_over_time(…[$__interval])`, for any instant-vector expression)."""
     resolution = max(1.0, float(int(step // PEAK_EVALUATIONS)))
-    return f"max_over_time(({expr})[{_duration(step)}:{_duration(resolution)}])"
+    over_time = "min_over_time" if low else "max_over_time"
+    return f"{over_time}(({expr})[{_duration(step)}:{_duration(resolution)}])"
 
 
 def value_expr(rule: AlertRule) -> str:
@@ -88,12 +92,14 @@ def value_expr(rule: AlertRule) -> str:
     return rule.expr[: found.start()]
 
 
-def highest(series: Iterable[Series]) -> tuple[tuple[float, float], ...]:
-    """The highest value across series at each timestamp (the board's sparkline does the same)."""
+def worst(series: Iterable[Series], *, low: bool = False) -> tuple[tuple[float, float], ...]:
+    """The highest value across series at each timestamp (the board's sparkline does the same),
+    or the lowest with `low` (below the threshold is unhealthy: the instance furthest under)."""
+    pick = min if low else max
     points: dict[float, float] = {}
     for one in series:
         for ts, value in one.points:
-            points[ts] = max(value, points.get(ts, value))
+            points[ts] = pick(value, points.get(ts, value))
     return tuple(sorted(points.items()))
 
 
@@ -182,6 +188,15 @@ def action_markers(lines: Iterable[LogLine], alert: str, start: float, end: floa
     )
 
 
+def evidence_threshold(item: EvidenceValue) -> tuple[str, float] | None:
+    """The threshold an evidence chart draws: `(">", t)`, or `("<", t)` when below it is
+    unhealthy; None when the threshold is not a number."""
+    limit = item.threshold
+    if isinstance(limit, bool) or not isinstance(limit, int | float):
+        return None
+    return ("<" if item.bad == "below" else ">", float(limit))
+
+
 def evidence_query(result: StepResult, item: EvidenceValue) -> str | None:
     """The PromQL series behind an evidence value, when the probe asked Prometheus for it:
     `facts.value` of `prometheus.query` is its `query`, `facts.kv_cache_usage` of
@@ -211,9 +226,15 @@ class ChartSource(Protocol):
         ...
 
     async def query_chart(
-        self, title: str, query: str, threshold: float | None, window_s: float, unit: str | None
+        self,
+        title: str,
+        query: str,
+        threshold: tuple[str, float] | None,
+        window_s: float,
+        unit: str | None,
     ) -> ChartData:
-        """Any PromQL series (a step's evidence) over the last `window_s`."""
+        """Any PromQL series (a step's evidence) over the last `window_s`, judged against
+        `threshold` (operator, number: `("<", 0.8)` when below it is unhealthy)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -253,7 +274,7 @@ class LiveCharts:
         markers = await markers_task
         values = [s for s in series if s.labels.get(_TAG) == "value"]
         alerts = [s for s in series if s.labels.get(_TAG) == "state"]
-        points = highest(values)
+        points = worst(values, low=low_is_bad(rule.threshold))
         periods = periods_from_alerts(alerts, step) if alerts else None
         if periods is None:
             periods = periods_from_threshold(points, rule, step)
@@ -270,12 +291,18 @@ class LiveCharts:
         )
 
     async def query_chart(
-        self, title: str, query: str, threshold: float | None, window_s: float, unit: str | None
+        self,
+        title: str,
+        query: str,
+        threshold: tuple[str, float] | None,
+        window_s: float,
+        unit: str | None,
     ) -> ChartData:
         end = self.now()
         start, step = end - window_s, step_for(window_s)
         error: str | None = None
-        sent = peak_expr(query, step)
+        low = low_is_bad(threshold)
+        sent = peak_expr(query, step, low=low)
         try:
             try:
                 series = await self.prom().query_range(sent, start=start, end=end, step=step)
@@ -293,8 +320,8 @@ class LiveCharts:
             title=title,
             start=start,
             end=end,
-            points=highest(series),
-            threshold=(">", threshold) if threshold is not None else None,
+            points=worst(series, low=low),
+            threshold=threshold,
             unit=unit,
             error=error,
             query=query,

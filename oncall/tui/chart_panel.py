@@ -24,7 +24,13 @@ from textual.widget import Widget
 from oncall.model.alerts import AlertRule
 from oncall.model.chart import ChartData
 from oncall.model.checklist_events import StepResult
-from oncall.service.charts import DEFAULT_WINDOW, WINDOWS, ChartSource, evidence_query
+from oncall.service.charts import (
+    DEFAULT_WINDOW,
+    WINDOWS,
+    ChartSource,
+    evidence_query,
+    evidence_threshold,
+)
 from oncall.settings import Settings
 from oncall.tui.chart import ChartView
 
@@ -33,7 +39,7 @@ FOLLOW_EVERY_S = 15.0
 FOLLOW_FOR_S = 300.0
 NAMES = list(WINDOWS)
 #: One evidence chart to ask for: label, PromQL, threshold, unit.
-Wanted = tuple[str, str, float | None, str | None]
+Wanted = tuple[str, str, tuple[str, float] | None, str | None]
 
 
 def chart_source(widget: Widget, settings: Settings) -> tuple[ChartSource, bool]:
@@ -219,9 +225,7 @@ class EvidenceCharts(Vertical):
             for item in result.evidence:
                 query = evidence_query(result, item)
                 if query is not None:
-                    threshold = item.threshold
-                    limit = float(threshold) if isinstance(threshold, int | float) else None
-                    wanted.append((item.label, query, limit, item.unit))
+                    wanted.append((item.label, query, evidence_threshold(item), item.unit))
         self.remove_children()
         if not wanted or self.source is None:
             return

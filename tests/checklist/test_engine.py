@@ -186,7 +186,8 @@ async def test_proposals_evidence_and_summary_are_evaluated_on_the_facts(tmp_pat
                 "gpu",
                 "facts.free > 8000",
                 summary="'{{ facts.free | ,d }} MiB free on {{ alert.labels.pod }}'",
-                evidence="[{label: free, value: facts.free, threshold: 8000, unit: MiB}]",
+                evidence="[{label: free, value: facts.free, threshold: 8000, unit: MiB,"
+                " bad: below}, {label: used, value: 10000 - facts.free}]",
                 propose="[lower, degrade]",
             ),
             extra="",
@@ -206,6 +207,8 @@ async def test_proposals_evidence_and_summary_are_evaluated_on_the_facts(tmp_pat
     assert result.summary == "2,500 MiB free on vllm-1"
     assert result.evidence[0].value == 2500
     assert result.evidence[0].threshold == 8000.0
+    # Which side is unhealthy reaches the screen's chart: free memory is bad below its floor.
+    assert (result.evidence[0].bad, result.evidence[1].bad) == ("below", "above")
     lower, degrade = result.proposals
     assert (lower.action, lower.params, lower.error) == (
         "set-max-num-seqs",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oncall.model.chart import FIRING, MARKER, PENDING, ChartData, Marker, plain, render
+from oncall.model.chart import FIRING, MARKER, PENDING, ChartData, Marker, plain, render, slots
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00 UTC
 
@@ -58,6 +58,21 @@ def test_small_or_compact_is_a_sparkline_with_min_and_max() -> None:
         assert "▁" in lines[1] and "█" in lines[1]
         assert PENDING in lines[2] and FIRING in lines[2] and MARKER in lines[2]
         assert lines[3].startswith(f"{MARKER} 23:55")
+
+
+def test_a_floor_draws_each_slots_dip_not_its_peak() -> None:
+    """Four points a slot: a hit rate that dips to 0.3 once. Judged against `< 0.8` the slot
+    holding the dip shows 0.3 (over-kind); judged against `> 0.9`, its peak 0.95."""
+    points = tuple((T0 - 600 + 15 * i, 0.3 if i == 9 else 0.95) for i in range(40))
+    floor = ChartData("hit", T0 - 600, T0, points, ("<", 0.8))
+    ceiling = ChartData("hit", T0 - 600, T0, points, (">", 0.9))
+    assert slots(floor, 10)[2] == 0.3 and slots(ceiling, 10)[2] == 0.95
+    assert [v for i, v in enumerate(slots(floor, 10)) if i != 2] == [0.95] * 9
+    # A second, deeper dip (the chart's bottom) leaves the first one a block to draw: it is
+    # drawn as the unhealthy side.
+    deeper = ChartData("hit", T0 - 600, T0, (*points, (T0 - 90, 0.1)), ("<", 0.8))
+    kinds = {kind for row in render(deeper, 80, 14) for _, kind in row}
+    assert "over" in kinds
 
 
 def test_no_points_says_why() -> None:

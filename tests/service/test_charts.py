@@ -16,12 +16,13 @@ from oncall.service.charts import (
     WINDOWS,
     LiveCharts,
     evidence_query,
-    highest,
+    evidence_threshold,
     peak_expr,
     periods_from_alerts,
     periods_from_threshold,
     step_for,
     value_expr,
+    worst,
 )
 from oncall.settings import Settings
 from tests.harness.processes import eventually
@@ -47,16 +48,23 @@ def test_peak_expr_looks_inside_each_step() -> None:
     assert peak_expr("max(kv)", step_for(21600)) == "max_over_time((max(kv))[90s:6s])"
     assert peak_expr("up", step_for(86400)) == "max_over_time((up)[360s:24s])"
     assert peak_expr("up", 22.5) == "max_over_time((up)[22500ms:1s])"
+    # Judged against a floor: the dip, not the peak.
+    assert peak_expr("up", step_for(900), low=True) == "min_over_time((up)[15s:1s])"
 
 
 def kv_samples(end: int) -> str:
     """Two pods' KV-cache usage, a sample a second for the 16 minutes up to `end`: pod a at
     0.5, pod b at 0.4 but for the one second 457 s before `end` at 0.97, between the points
-    of a 15-minute chart at 15 s steps (465 and 450 s before its end)."""
-    lines = ["# TYPE kv_usage gauge"]
+    of a 15-minute chart at 15 s steps (465 and 450 s before its end); and two Redis
+    instances' hit rate, a at 0.95, b at 0.9 but 0.3 in that same second."""
+    lines = ["# TYPE kv_usage gauge", "# TYPE hit_ratio gauge"]
     for ts in range(end - 960, end + 1):
         lines.append(f'kv_usage{{pod="a"}} 0.5 {ts}')
         lines.append(f'kv_usage{{pod="b"}} {0.97 if ts == end - 457 else 0.4} {ts}')
+        lines.append(f'hit_ratio{{instance="a"}} 0.95 {ts}')
+        lines.append(f'hit_ratio{{instance="b"}} {0.3 if ts == end - 457 else 0.9} {ts}')
+    # OpenMetrics wants each family's samples together.
+    lines.sort(key=lambda line: (not line.startswith("#"), line.split("{")[0]))
     return "\n".join([*lines, "# EOF", ""])
 
 
@@ -70,7 +78,7 @@ async def test_an_evidence_chart_shows_the_peak_between_its_points(
     )
     charts = LiveCharts(settings, now=lambda: float(end))
     try:
-        data = await charts.query_chart("KV", "max(kv_usage)", 0.9, WINDOWS["15m"], "ratio")
+        data = await charts.query_chart("KV", "max(kv_usage)", (">", 0.9), WINDOWS["15m"], "ratio")
         sampled = await charts.prom().query_range(
             "max(kv_usage)", start=end - 900, end=end, step=step_for(900)
         )
@@ -79,7 +87,7 @@ async def test_an_evidence_chart_shows_the_peak_between_its_points(
     finally:
         await charts.aclose()
     # What the chart drew before: one sample per 15 s, and the peak is none of them.
-    assert [v for _, v in highest(sampled)] == [0.5] * 61
+    assert [v for _, v in worst(sampled)] == [0.5] * 61
     assert data.error is None and data.threshold == (">", 0.9)
     # The point whose step holds the peak carries it; the others the fleet's highest, 0.5.
     assert [ts for ts, v in data.points if v == 0.97] == [end - 450], data.points
@@ -90,6 +98,36 @@ async def test_an_evidence_chart_shows_the_peak_between_its_points(
     assert scalar.error is None and scalar.range_query == "scalar(max(kv_usage))"
     assert {v for _, v in scalar.points} == {0.5}
     assert typo.points == () and typo.error is not None and "parse error" in typo.error
+
+
+async def test_an_evidence_chart_judged_against_a_floor_shows_the_dip(
+    start_prometheus: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """A hit rate's evidence (`bad: below`): each point the lowest over its step, across
+    instances the lowest: the one-second dip to 0.3 is drawn, under its 0.8 line."""
+    end = int(time.time()) - 60
+    server = start_prometheus(openmetrics=kv_samples(end))
+    settings = Settings.model_validate(
+        {"prometheus": {"url": server.url}, "audit": {"path": str(tmp_path / "a.jsonl")}}
+    )
+    charts = LiveCharts(settings, now=lambda: float(end))
+    try:
+        data = await charts.query_chart("Hit", "hit_ratio", ("<", 0.8), WINDOWS["15m"], "ratio")
+    finally:
+        await charts.aclose()
+    assert data.error is None and data.threshold == ("<", 0.8)
+    assert data.range_query == "min_over_time((hit_ratio)[15s:1s])"
+    assert [ts for ts, v in data.points if v == 0.3] == [end - 450], data.points
+    assert [v for _, v in data.points].count(0.9) == 60  # the lower instance, not a at 0.95
+
+
+def test_evidence_threshold_follows_the_unhealthy_side() -> None:
+    above = EvidenceValue("kv", 0.97, 0.9, "ratio")
+    below = EvidenceValue("hit", 0.5, 0.8, "ratio", bad="below")
+    assert evidence_threshold(above) == (">", 0.9)
+    assert evidence_threshold(below) == ("<", 0.8)
+    assert evidence_threshold(EvidenceValue("n", 1, "facts.total", None)) is None
+    assert evidence_threshold(EvidenceValue("b", 1, True, None)) is None
 
 
 def test_value_expr_drops_only_the_trailing_threshold() -> None:

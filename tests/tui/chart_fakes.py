@@ -36,14 +36,18 @@ class FakeCharts:
         return ChartData(rule.name, start, end, tuple(points), rule.threshold, periods, (marker,))
 
     async def query_chart(
-        self, title: str, query: str, threshold: float | None, window_s: float, unit: str | None
+        self,
+        title: str,
+        query: str,
+        threshold: tuple[str, float] | None,
+        window_s: float,
+        unit: str | None,
     ) -> ChartData:
         self.query_calls.append((query, window_s))
         end = self.clock()
         start = end - window_s
         points = tuple((start + i * window_s / 120, 0.6 + 0.39 * i / 120) for i in range(121))
-        limit = (">", threshold) if threshold is not None else None
-        return ChartData(title, start, end, points, limit, unit=unit, query=query)
+        return ChartData(title, start, end, points, threshold, unit=unit, query=query)
 
     async def aclose(self) -> None:
         self.closed = True
