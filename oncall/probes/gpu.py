@@ -18,7 +18,6 @@ each GPU vLLM pre-allocates at start (`oncall.probes.gpu_args`):
 
 from __future__ import annotations
 
-import shlex
 import socket
 from typing import Literal
 
@@ -39,7 +38,7 @@ from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu_args import DEFAULT_GPU_MEMORY_UTILIZATION, parse_gpu_memory_utilization
 from oncall.probes.kube import kube_reader, kubectl, vllm_container
-from oncall.probes.prometheus import prometheus_client
+from oncall.probes.prometheus import curl_query, prometheus_client
 
 Source = Literal["auto", "nvml", "dcgm"]
 
@@ -209,9 +208,7 @@ def devices_equivalent(ctx: ProbeContext, params: DevicesParams) -> str:
         source = "dcgm" if nvml_out else "nvml"
     if source == "nvml":
         return NVIDIA_SMI
-    url = ctx.settings.prometheus.url.rstrip("/") + "/api/v1/query"
-    query = "query=" + dcgm_query(params.node)
-    return f"curl -s {shlex.quote(url)} --data-urlencode {shlex.quote(query)}"
+    return curl_query(ctx.settings.prometheus, dcgm_query(params.node))
 
 
 async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:

@@ -6,6 +6,7 @@ curl -s 'http://PROMETHEUS:9090/api/v1/query' --data-urlencode 'query=EXPR'
 from __future__ import annotations
 
 import math
+import re
 import shlex
 
 from pydantic import Field
@@ -14,6 +15,7 @@ from oncall.backends import from_settings
 from oncall.backends.prometheus import PrometheusClient
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
+from oncall.settings.model import PrometheusSettings
 
 
 class QueryParams(ProbeParams):
@@ -40,9 +42,28 @@ async def run_query(ctx: ProbeContext, params: QueryParams) -> Facts:
     return {"value": rows[0]["value"] if rows else None, "count": len(rows), "samples": rows}
 
 
+def _variable(header: str) -> str:
+    """The shell variable a reader sets to a header's value: X-Scope-OrgID →
+    PROMETHEUS_HEADER_X_SCOPE_ORGID."""
+    return "PROMETHEUS_HEADER_" + re.sub(r"[^A-Za-z0-9]", "_", header).upper()
+
+
+def curl_query(settings: PrometheusSettings, query: str) -> str:
+    """`curl -s URL/api/v1/query --data-urlencode 'query=…'` with the headers oncall sends
+    (its bearer token, `prometheus.headers` such as Mimir's X-Scope-OrgID): without them a
+    tenant-scoped Prometheus answers 401 or another tenant's data. Each value is a shell
+    variable the reader sets (`$PROMETHEUS_TOKEN`, `$PROMETHEUS_HEADER_X_SCOPE_ORGID`): they
+    are secrets, never printed."""
+    url = shlex.quote(settings.url.rstrip("/") + "/api/v1/query")
+    headers = ' -H "Authorization: Bearer $PROMETHEUS_TOKEN"' if settings.bearer_token else ""
+    for name in settings.headers:
+        # The name quoted on its own: an RFC 9110 token may hold `$` or a backquote.
+        headers += f' -H {shlex.quote(name + ": ")}"${_variable(name)}"'
+    return f"curl -s{headers} {url} --data-urlencode {shlex.quote('query=' + query)}"
+
+
 def query_equivalent(ctx: ProbeContext, params: QueryParams) -> str:
-    url = ctx.settings.prometheus.url.rstrip("/") + "/api/v1/query"
-    return f"curl -s {shlex.quote(url)} --data-urlencode {shlex.quote('query=' + params.query)}"
+    return curl_query(ctx.settings.prometheus, params.query)
 
 
 PROBES = (

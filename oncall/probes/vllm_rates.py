@@ -13,13 +13,12 @@ PROBES.
 from __future__ import annotations
 
 import math
-import shlex
 
 from pydantic import Field
 
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
-from oncall.probes.prometheus import prometheus_client
+from oncall.probes.prometheus import curl_query, prometheus_client
 
 #: PromQL durations: 30s, 1m, 1h30m, 500ms.
 DURATION = r"^([0-9]+(ms|s|m|h|d|w|y))+$"
@@ -125,13 +124,9 @@ async def run_rates(ctx: ProbeContext, params: RatesParams) -> Facts:
 
 
 def rates_equivalent(ctx: ProbeContext, params: RatesParams) -> str:
-    settings = ctx.settings.prometheus
-    header = ' -H "Authorization: Bearer $PROMETHEUS_TOKEN"' if settings.bearer_token else ""
-    url = shlex.quote(settings.url.rstrip("/") + "/api/v1/query")
     # One readable query per fact; the probe itself sends them batched in one request.
     return "\n".join(
-        f"curl -s{header} {url} --data-urlencode {shlex.quote('query=' + expr)}"
-        for expr in rate_queries(params).values()
+        curl_query(ctx.settings.prometheus, expr) for expr in rate_queries(params).values()
     )
 
 
