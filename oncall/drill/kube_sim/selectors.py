@@ -3,7 +3,8 @@
 Label selectors: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, `a>1`, joined
 by commas (AND), parsed by `label_parser` (a port of the apiserver's). Field selectors:
 `path=value`, `path==value`, `path!=value`, joined by commas, over a per-resource allow-list of
-fields.
+fields, with apimachinery's escapes (`\\,`, `\\=`, `\\\\` in a value; k8s.io/apimachinery
+pkg/fields/selector.go).
 """
 
 from __future__ import annotations
@@ -105,22 +106,75 @@ def field_value(obj: Mapping[str, Any], path: str) -> str:
     return str(current)
 
 
+#: apimachinery's term operators, tried in this order at each position of a term.
+_FIELD_OPERATORS = ("!=", "==", "=")
+
+
+def _split_terms(text: str) -> list[str]:
+    """Split on commas not escaped by a backslash (fields.splitTerms)."""
+    terms: list[str] = []
+    start, escaped = 0, False
+    for i, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ",":
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
+
+
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    """(field, operator, value) at the term's first operator (fields.splitTerm); no trimming:
+    `metadata.name = x` names the field `metadata.name `, which no resource supports."""
+    for i in range(len(term)):
+        for op in _FIELD_OPERATORS:
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op) :]
+    return None
+
+
+def _unescape(value: str) -> str:
+    """fields.UnescapeValue: `\\\\`, `\\,` and `\\=` stand for themselves; any other escape,
+    a trailing backslash, or a bare `,` or `=` in a value is a 400."""
+    out: list[str] = []
+    escaped = False
+    for char in value:
+        if escaped:
+            if char not in "\\,=":
+                raise bad_request(f"invalid field selector: invalid escape sequence: \\{char}")
+            out.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in ",=":
+            raise bad_request(f"invalid field selector: unescaped character in value: {char}")
+        else:
+            out.append(char)
+    if escaped:
+        raise bad_request("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
+
 def parse_field_selector(text: str | None, allowed: tuple[str, ...]) -> list[FieldRequirement]:
-    """Parse a field selector, rejecting fields this resource does not index (400)."""
-    if not text or not text.strip():
+    """Parse a field selector as fields.ParseSelector does (escapes, empty terms skipped),
+    rejecting fields this resource does not index (400, the apiserver's messages)."""
+    if not text:
         return []
     reqs: list[FieldRequirement] = []
-    for part in text.split(","):
-        for op in ("!=", "==", "="):
-            if op in part:
-                path, value = part.split(op, 1)
-                break
-        else:
+    for part in _split_terms(text):
+        if not part:
+            continue
+        split = _split_term(part)
+        if split is None:
             raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
-        path = path.strip()
+        path, op, value = split
+        unescaped = _unescape(value)
         if path not in allowed:
             raise bad_request(f"field label not supported: {path}")
-        reqs.append(FieldRequirement(path, value.strip(), negate=op == "!="))
+        reqs.append(FieldRequirement(path, unescaped, negate=op == "!="))
     return reqs
 
 

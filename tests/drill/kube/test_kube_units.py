@@ -231,3 +231,27 @@ def test_strict_check_catches_unknown_fields() -> None:
     checker = StrictCheck()
     checker.check("V1Pod", b'{"metadata": {"name": "x"}}')
     assert not checker.problems and checker.checked == 1
+
+
+def test_field_selector_escapes_as_apimachinery() -> None:
+    """fields.ParseSelector: `\\,` `\\=` `\\\\` stand for themselves in a value, a bare `,`
+    splits terms, a bare `=` in a value or an unknown escape is a 400, empty terms are
+    skipped, and nothing is trimmed (a spaced field is an unsupported one)."""
+    allowed = ("metadata.name", "spec.nodeName")
+    (req,) = parse_field_selector(r"metadata.name=a\,b\=c\\d", allowed)
+    assert (req.path, req.value, req.negate) == ("metadata.name", "a,b=c\\d", False)
+    # The first operator in the term wins: `!=` is not looked for past an earlier `=`.
+    (req,) = parse_field_selector("spec.nodeName!=x", allowed)
+    assert req.negate and req.value == "x"
+    two = parse_field_selector("metadata.name=a,,spec.nodeName==gpu-1,", allowed)
+    assert [(r.path, r.value) for r in two] == [("metadata.name", "a"), ("spec.nodeName", "gpu-1")]
+    for bad, said in (
+        ("metadata.name=a=b", "unescaped character in value: ="),
+        (r"metadata.name=a\x", r"invalid escape sequence: \x"),
+        ("metadata.name=a\\", "invalid escape sequence: \\"),
+        ("metadata.name = a", "field label not supported: metadata.name "),
+        ("metadata.name", "can't understand 'metadata.name'"),
+    ):
+        with pytest.raises(ApiError) as caught:
+            parse_field_selector(bad, allowed)
+        assert caught.value.code == 400 and said in caught.value.message, (bad, caught.value)
