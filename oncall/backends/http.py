@@ -4,7 +4,8 @@ exchange under a whole-call timeout.
 httpx's own timeouts bound each phase (connect, read) separately; a peer that trickles bytes
 could outlast them, so the whole call also runs under `asyncio.timeout`. Transport failures
 become `BackendError` reasons: "timeout", "refused", or "bad payload" (the peer spoke
-something other than HTTP, or hung up mid-answer). An HTTP error status becomes "auth" for
+something other than HTTP, or hung up mid-answer, or its answer was larger than the backend's
+`MAX_ANSWER_BYTES`, received or inflated: `answer_size`). An HTTP error status becomes "auth" for
 401/403 (a token missing or refused, or an SSO proxy in front) and "http <status>" otherwise.
 """
 
@@ -18,6 +19,14 @@ from typing import ClassVar
 
 import httpx
 
+from oncall.backends.answer_size import (
+    ACCEPT_ENCODING,
+    MIB,
+    RAW,
+    AnswerTooLarge,
+    BoundedTransport,
+    inflated_body,
+)
 from oncall.backends.closing import AsyncClosing
 from oncall.errors import BackendError
 
@@ -37,6 +46,8 @@ async def exchange(
     except (TimeoutError, httpx.TimeoutException) as exc:
         detail = f"no answer within {within:g}s"
         raise BackendError(backend, target, "timeout", detail) from exc
+    except AnswerTooLarge as exc:
+        raise BackendError(backend, target, "bad payload", str(exc)) from exc
     except httpx.ConnectError as exc:
         detail = str(exc) or "connection refused"
         raise BackendError(backend, target, "refused", detail) from exc
@@ -66,10 +77,14 @@ def _tls_for(url: str) -> ssl.SSLContext:
 class HttpBackend(AsyncClosing):
     """One connection pool to one backend URL; use as `async with Client(...) as c`.
 
-    Subclasses name their backend (`BACKEND`, as errors report it) and add the API calls.
+    Subclasses name their backend (`BACKEND`, as errors report it) and add the API calls;
+    `MAX_ANSWER_BYTES` bounds each answer, received and inflated (`answer_size`).
     """
 
     BACKEND: ClassVar[str]
+    #: 64 MiB: Prometheus' rules and Alertmanager's alerts are a few MB at fleet size
+    #: (5,000 alerts: 2.4 MB), an order of magnitude and more below it.
+    MAX_ANSWER_BYTES: ClassVar[int] = 64 * MIB
 
     def __init__(
         self,
@@ -81,14 +96,15 @@ class HttpBackend(AsyncClosing):
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        # What httpx's client would make itself: no environment (loopback and
+        # cluster-internal URLs never route through an environment proxy), its TLS context.
+        inner = transport or httpx.AsyncHTTPTransport(verify=_tls_for(self.url), trust_env=False)
         self._http = httpx.AsyncClient(
             base_url=self.url,
             timeout=httpx.Timeout(timeout),
-            headers=dict(headers or {}),
-            transport=transport,
-            # Loopback and cluster-internal URLs: never route through an environment proxy.
+            headers={"Accept-Encoding": ACCEPT_ENCODING, **(headers or {})},
+            transport=BoundedTransport(inner, self.MAX_ANSWER_BYTES),
             trust_env=False,
-            verify=_tls_for(self.url) if transport is None else True,
         )
 
     async def aclose(self) -> None:
@@ -108,7 +124,9 @@ class HttpBackend(AsyncClosing):
         """The answer with its body as it came, still compressed: `decoded_in_thread` turns it
         into the answer `_exchange` gives. Inflating a large gzip answer (Prometheus compresses
         /api/v1/rules: megabytes with thousands of alerts) is CPU the event loop need not
-        spend; zlib lets the interpreter lock go while it works in another thread."""
+        spend; zlib lets the interpreter lock go while it works in another thread. Both the
+        bytes received and those inflated are bounded by `MAX_ANSWER_BYTES`."""
+        request.extensions[RAW] = True  # counted by the transport, inflated in the worker
 
         async def fetch() -> httpx.Response:
             response = await self._http.send(request, stream=True)
@@ -116,10 +134,11 @@ class HttpBackend(AsyncClosing):
                 raw = b"".join([chunk async for chunk in response.aiter_raw()])
             finally:
                 await response.aclose()
+            headers, body = inflated_body(response, raw, self.MAX_ANSWER_BYTES)
             return httpx.Response(
                 response.status_code,
-                headers=response.headers,
-                stream=httpx.ByteStream(raw),
+                headers=headers,
+                stream=body,
                 request=request,
                 extensions=response.extensions,
             )
@@ -128,7 +147,8 @@ class HttpBackend(AsyncClosing):
 
 
 def decoded_in_thread(response: httpx.Response) -> httpx.Response:
-    """Read (decompress, as its Content-Encoding says) an answer of `_exchange_encoded`; run
-    it in a worker thread. httpx's own decoders, so the bytes are those `_exchange` gives."""
+    """Read (inflate, as its Content-Encoding said) an answer of `_exchange_encoded`; run it
+    in a worker thread. The bytes are those `_exchange` gives; past the backend's bound it
+    raises AnswerTooLarge, an httpx.DecodingError."""
     response.read()
     return response

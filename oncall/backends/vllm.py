@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from oncall.backends.answer_size import MIB
 from oncall.backends.http import HttpBackend, status_reason
 from oncall.errors import BackendError
 
@@ -243,6 +244,8 @@ class VllmClient(HttpBackend):
     """One connection pool to one vLLM server; use as `async with VllmClient(...) as v`."""
 
     BACKEND = BACKEND
+    #: /metrics is tens to hundreds of KB (histograms per model); /version, /v1/models less.
+    MAX_ANSWER_BYTES = 16 * MIB
 
     def __init__(
         self,

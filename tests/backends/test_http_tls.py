@@ -9,11 +9,14 @@ import httpx
 import pytest
 
 from oncall.backends import http
+from oncall.backends.answer_size import BoundedTransport
 from oncall.backends.prometheus import PrometheusClient
 
 
 def _context(client: PrometheusClient) -> ssl.SSLContext:
-    transport = client._http._transport
+    bounded = client._http._transport
+    assert isinstance(bounded, BoundedTransport)  # the answer-size bound, around httpx's
+    transport = bounded.inner
     assert isinstance(transport, httpx.AsyncHTTPTransport)
     context = transport._pool._ssl_context
     assert context is not None

@@ -6,6 +6,9 @@
 - `answering_server(answer)`: a real HTTP server answering every request with `answer(path)`
   (a lying backend); `http_stub(status, body)`: one answering with a fixed reply (a 503 from a
   broken proxy, an HTML error page where JSON was expected).
+- `streaming_server(chunk, count)`: one answering 200 with `chunk` sent `count` times, no
+  Content-Length (the body ends when the connection does: a proxy's endless page); with
+  `declared`, the Content-Length it claims instead, the connection then held open.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -35,14 +39,13 @@ def silent_listener() -> Iterator[int]:
 Reply = tuple[int, str, bytes]
 
 
-@contextlib.contextmanager
 def answering_server(
     answer: Callable[[str], Reply], headers: Mapping[str, str] | None = None
-) -> Iterator[str]:
+) -> contextlib.AbstractContextManager[str]:
     """A real HTTP server on 127.0.0.1 (free port) answering every GET and POST with
     `answer(path)` and `headers` (a request's body is read and ignored); yields its base URL."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(_Quiet):
         def _reply(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             if length:
@@ -58,10 +61,18 @@ def answering_server(
 
         do_GET = do_POST = _reply
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # quiet: the tests read the client's output, not the server's
+    return _serving(Handler)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+class _Quiet(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # quiet: the tests read the client's output, not the server's
+
+
+@contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` served on 127.0.0.1 (free port) in a thread; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -80,3 +91,32 @@ def http_stub(
 ) -> contextlib.AbstractContextManager[str]:
     """A server answering every request with this one reply."""
     return answering_server(lambda _path: (status, content_type, body), headers)
+
+
+def streaming_server(
+    chunk: bytes, count: int, *, declared: int | None = None, held_s: float = 30.0
+) -> contextlib.AbstractContextManager[str]:
+    """A server answering every GET 200 with `chunk` × `count` and no Content-Length, until
+    the client hangs up; with `declared`, that Content-Length instead, then the connection
+    held open (at most `held_s`) until the client closes it."""
+
+    class Handler(_Quiet):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if declared is not None:
+                self.send_header("Content-Length", str(declared))
+            self.end_headers()
+            try:
+                for _ in range(count):
+                    self.wfile.write(chunk)
+                if declared is not None:
+                    self.wfile.flush()
+                    self.connection.settimeout(held_s)
+                    deadline = time.monotonic() + held_s
+                    while self.rfile.read(1) and time.monotonic() < deadline:
+                        pass  # b"": the client closed
+            except OSError:
+                pass  # the client hung up mid-body: what it should do
+
+    return _serving(Handler)
