@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from oncall.model.kube_names import DNS_SUBDOMAIN, NAME_MAX
+
 #: What a number may look like when given as text: ASCII digits only. Python's int() and
 #: pydantic read every Unicode decimal digit (`int("٣") == 3`): a level typed in Arabic-Indic
 #: digits, or a look-alike pasted from a chat, must not become a level.
@@ -53,7 +55,11 @@ class ActionParams(BaseModel):
 class RebuildPodParams(ActionParams):
     """Evict one pod (UID precondition, PDBs honoured); its controller creates a replacement."""
 
-    pod: str = Field(min_length=1, description="Pod name.")
+    # A Kubernetes object name, as the API server checks it: the name is put in the eviction's
+    # URL path (`/pods/NAME/eviction`) and comes from an alert's labels through a runbook.
+    pod: str = Field(
+        min_length=1, max_length=NAME_MAX, pattern=DNS_SUBDOMAIN, description="A pod's name."
+    )
     namespace: str | None = Field(None, description="Namespace; default: kubernetes.namespace.")
     uid: str | None = Field(None, description="Expected pod UID (the precondition).")
 
@@ -67,7 +73,10 @@ class SetDegradationLevelParams(ActionParams):
 class SetMaxNumSeqsParams(ActionParams):
     """Patch vLLM's `--max-num-seqs` in a Deployment's container args and follow the rollout."""
 
-    deployment: str = Field(description="Deployment name.")
+    deployment: str = Field(
+        min_length=1, max_length=NAME_MAX, pattern=DNS_SUBDOMAIN,
+        description="A Deployment's name.",
+    )  # fmt: skip
     value: int = Field(ge=1, le=65536, description="New --max-num-seqs.")
     container: str | None = Field(None, description="Container; default: the vLLM one.")
     namespace: str | None = Field(None, description="Namespace; default: kubernetes.namespace.")

@@ -279,3 +279,26 @@ async def test_the_engine_yields_the_plan_first(tmp_path: Path) -> None:
     assert events[0] == ChecklistPlanned(runbook.path, (("a", "a ok"), ("b", "b ok")))
     assert not any(isinstance(e, ChecklistPlanned) for e in events[1:])
     assert {e.id for e in events if isinstance(e, StepResult)} == {"a", "b"}
+
+
+async def test_a_hostile_label_makes_a_kubernetes_name_proposal_fail_on_its_param(
+    tmp_path: Path,
+) -> None:
+    """An alert's `pod` label holding selector syntax does not become a rebuild-pod target:
+    the proposal carries an error naming the parameter ("not actionable: ..." where a person
+    would run it: service/remediation.py)."""
+    runbook = compile_text(
+        tmp_path,
+        steps_yaml(step("s", "facts.v > 0", propose="[rebuild]"), extra="") + "remediations:\n"
+        "  rebuild:\n    action: rebuild-pod\n    title: rebuild\n"
+        "    params: {pod: '{{ alert.labels.pod }}'}\n",
+    )
+
+    async def runner(_s: CompiledStep, _params: dict[str, Any]) -> dict[str, Any]:
+        return {"v": 0}
+
+    hostile = {**ALERT, "labels": {"pod": "vllm-1,metadata.name=x"}}
+    (result,) = await collect(runbook, hostile, runner)
+    (rebuild,) = result.proposals
+    assert rebuild.error is not None and rebuild.error.startswith("params.pod: ")
+    assert "(got 'vllm-1,metadata.name=x')" in rebuild.error

@@ -4,8 +4,10 @@ argument named, the value shown escaped and cut short; never a pydantic report."
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from oncall.cli.main import build_parser
+from oncall.model.action_params import ACTION_PARAMS
 from tests.cli_runner import run_oncall
 from tests.security.hostile_cli import run_inprocess
 
@@ -61,3 +63,56 @@ def test_good_values_pass_through_unchanged() -> None:
     assert (args.alert, args.note) == ("KubePodNotReady", " on it ")  # the model strips it
     assert build_parser().parse_args(["silence", "expire", UUID]).silence_id == UUID
     assert build_parser().parse_args(["remediate", "set-degradation-level", "2"]).level == 2
+
+
+#: Names an alert's labels (through a runbook) or a pasted command could carry into a
+#: Kubernetes request: selector and path syntax, parent segments, more than Kubernetes' 253
+#: characters, line breaks, look-alikes (U+2010 for '-', Cyrillic 'м' for 'm'), capitals.
+HOSTILE_NAMES = [
+    "gpu-1,metadata.name=x",
+    "a=b",
+    "ai/vllm-0",
+    "..",
+    "vllm..0",
+    "n" * 300,
+    "vllm-0\n",
+    "vllm-0\nx",
+    "vllm\u20100",
+    "vll\u043c-0",
+    "VLLM-0",
+    "-vllm",
+]
+NAMED = [("rebuild-pod", "pod", []), ("set-max-num-seqs", "deployment", ["8"])]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+@pytest.mark.parametrize(("action", "argument", "after"), NAMED)
+def test_a_hostile_kubernetes_name_is_a_usage_error_naming_it(
+    action: str, argument: str, after: list[str], name: str
+) -> None:
+    # After `--`: a name like `-vllm` is then the argument, not an unknown option.
+    ran = run_inprocess("remediate", action, "--dry-run", "--", name, *after)
+    assert ran.code == 2, ran.output
+    assert ran.stdout == ""
+    assert f"error: argument {argument}: " in ran.stderr
+    assert "validation error" not in ran.stderr and "Traceback" not in ran.stderr
+    assert "\n" not in ran.stderr.rstrip("\n").splitlines()[-1] and len(ran.stderr) < 1000
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+@pytest.mark.parametrize(("action", "field", "after"), NAMED)
+def test_a_hostile_kubernetes_name_fails_the_action_params(
+    action: str, field: str, after: list[str], name: str
+) -> None:
+    """What a runbook's proposal is checked with (checklist/engine.py): the error's location
+    is the parameter."""
+    with pytest.raises(ValidationError) as caught:
+        ACTION_PARAMS[action].model_validate({field: name, **({"value": 8} if after else {})})
+    assert [error["loc"] for error in caught.value.errors()] == [(field,)]
+
+
+@pytest.mark.parametrize(("action", "_argument", "after"), NAMED)
+def test_kubernetes_names_pass(action: str, _argument: str, after: list[str]) -> None:
+    for name in ("vllm-0", "vllm-7d9f8c-x2x4q", "a", "gpu-node.eu-1", "n" * 253):
+        args = build_parser().parse_args(["remediate", action, name, *after])
+        assert name in vars(args).values()
