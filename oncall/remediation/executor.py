@@ -282,8 +282,10 @@ class Remediator:
         await self._record(
             run, "proposed", request=plan.request, dry_run=preview.dry_run,
             evidence=self.evidence,
+            # The notes too: the record is of the preview the person confirms on (secrets in
+            # them are masked by the log, as everywhere in a record).
             detail={"before": plan.before, "after": plan.after, "undo": plan.undo,
-                    "rollback_of": rollback_of},
+                    "rollback_of": rollback_of, "notes": list(plan.notes)},
         )  # fmt: skip
         if preview.refusal:
             return await self._refuse(run, preview.refusal)

@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 import re
 
+import yaml
+
+from oncall.audit.records import MASK as AUDIT_MASK
+from oncall.redaction import MASK as SCREEN_MASK
 from tests.alertmanager_write.conftest import OPERATOR, World
 from tests.harness.terminal import run_on_terminal
 from tests.security.hostile_cli import run_inprocess
@@ -109,3 +113,23 @@ def test_a_comment_with_control_characters_or_too_long_is_refused(world: World) 
         assert "\x1b" not in ran.output
         assert re.search(r"control characters|at most 500 characters", ran.stderr), ran.stderr
     assert world.silences() == []
+
+
+def test_the_preview_notes_are_audited_with_secrets_masked(world: World) -> None:
+    """The notes (the alerts the silence would match) are cluster data: a label may carry
+    anything, a configured token included (a careless exporter's). The proposed record keeps
+    the notes the person was shown, the token masked there as on the screen."""
+    token = f"am-token-{world.case}"
+    config = yaml.safe_load(world.config.read_text())
+    config["alertmanager"]["bearer_token"] = token  # Alertmanager itself asks for none
+    world.config.write_text(yaml.safe_dump(config))
+    world.post_alerts({"alertname": "KubePodNotReady", "leak": token})
+    ran = run_inprocess(*_add(world), "--dry-run")
+    assert ran.code == 1, ran.output
+    shown = [line.removeprefix("  note:    ") for line in ran.stdout.splitlines()
+             if line.startswith("  note:")]  # fmt: skip
+    assert shown and all(token not in note for note in shown)
+    proposed = next(r for r in world.records() if r["transition"] == "proposed")
+    assert [note.replace(AUDIT_MASK, SCREEN_MASK) for note in proposed["detail"]["notes"]] == shown
+    assert any(f'leak="{AUDIT_MASK}"' in note for note in proposed["detail"]["notes"])
+    assert token not in world.audit.read_text()

@@ -8,6 +8,7 @@ did, and what the outcome carries; the real actions run against the drill in tes
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from oncall.cli.main import build_parser
 from oncall.cli.remediate_cmd import params_of
 from oncall.errors import BackendError
-from oncall.model.write_path import GuardVerdict, Preview, RemediationResult
+from oncall.model.write_path import GuardVerdict, Preview, RemediationResult, render_preview
 from oncall.remediation.action import PlanError
 from tests.remediation.fakes import World, make_world
 from tests.remediation.note_action import SetNote
@@ -245,3 +246,19 @@ async def test_ctrl_c_during_verification_is_in_the_audit(note: SetNote, world: 
     last = world.log.lines[-1]
     assert last["outcome"]["ok"] is False and last["outcome"]["interrupted"] is True
     assert note.store.writes == [("main", "rollout paused")]  # the change was made
+
+
+async def test_the_proposed_record_keeps_the_notes_the_person_was_shown(
+    note: SetNote, world: World
+) -> None:
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    plan = dataclasses.replace(plan, notes=("the board is read by 3 people", "last set by bob"))
+    asked: list[Preview] = []
+    await world.remediator.run(plan, answer(False, asked))
+    proposed, declined = world.log.lines
+    shown = render_preview(asked[0]).splitlines()
+    assert [line.removeprefix("  note:    ") for line in shown if line.startswith("  note:")] == [
+        "the board is read by 3 people", "last set by bob",
+    ]  # fmt: skip
+    assert proposed["detail"]["notes"] == list(asked[0].plan.notes) == list(plan.notes)
+    assert "notes" not in (declined.get("detail") or {})
