@@ -21,8 +21,10 @@ from oncall.audit.records import MASK, Record
 from oncall.errors import UsageError
 from oncall.settings.durations import parse_duration
 
+#: `context` (the settings context the action ran in, empty for a log of one cluster) before
+#: `target`, which it scopes, as in `oncall audit list`'s table.
 CSV_COLUMNS = (
-    "seq", "id", "ts", "action_id", "transition", "action", "target", "actor_user",
+    "seq", "id", "ts", "action_id", "transition", "action", "context", "target", "actor_user",
     "actor_host", "ssh_client", "alert", "guard", "outcome", "duration_s", "hash",
 )  # fmt: skip
 

@@ -13,7 +13,8 @@
 - `acknowledge SCAR --reason TEXT`: a reviewer signs off one scar that verify lists (typed
   confirmation on a terminal; an `acknowledged` record, copied to the Stream). Verify then
   lists it as acknowledged, not as a break; any new problem is still a break.
-- `export [-o jsonl|csv]` (same filters as list): JSONL is the log's lines verbatim.
+- `export [-o jsonl|csv]` (same filters as list): JSONL is the log's lines verbatim; CSV
+  has fixed columns (`CSV_COLUMNS`), a `context` one among them (empty: no context).
 
 Secrets in the settings are masked in everything printed, even in a line written by hand.
 The log is read through `oncall.service.audit_view.LiveAudit`, as the app's audit screen reads it.

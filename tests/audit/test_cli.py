@@ -114,6 +114,19 @@ def test_list_context_filters_the_table_and_json_is_the_records(log: AuditLog) -
     assert audit(log.path, "list", "--context", "us", "-o", "json").stdout.strip() == "[]"
 
 
+def test_export_csv_has_the_context_column(log: AuditLog) -> None:
+    """As the table's CONTEXT: the context the action ran in, empty where a record has none."""
+    _with_contexts(log)
+    result = audit(log.path, "export", "-o", "csv")
+    assert result.code == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [row["context"] for row in rows] == ["", "", "", "", "", "eu"]
+    header = next(csv.reader(io.StringIO(result.stdout)))
+    assert header.index("context") == header.index("target") - 1  # before what it scopes
+    only = audit(log.path, "export", "-o", "csv", "--context", "eu")  # list's filter
+    assert [row["context"] for row in csv.DictReader(io.StringIO(only.stdout))] == ["eu"]
+
+
 @pytest.mark.parametrize(
     ("args", "seqs"),
     [
