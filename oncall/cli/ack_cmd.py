@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from oncall.cli.remediate_cmd import param_argument
+from oncall.cli.arguments import param_argument
 
 
 def register(commands: Any, global_options: Callable[..., None]) -> None:

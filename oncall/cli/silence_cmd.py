@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from oncall.cli.remediate_cmd import param_argument
+from oncall.cli.arguments import param_argument
 from oncall.errors import EXIT_OK
 
 
