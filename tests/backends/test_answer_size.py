@@ -9,10 +9,8 @@ Real loopback servers (tests/harness/faults.py), the real clients and httpx unde
 
 from __future__ import annotations
 
-import functools
 import gzip
 import json
-import struct
 import tracemalloc
 import zlib
 from collections.abc import Awaitable, Callable
@@ -26,29 +24,12 @@ from oncall.backends.http import HttpBackend
 from oncall.backends.prometheus import PrometheusClient
 from oncall.backends.vllm import VllmClient
 from oncall.errors import BackendError
-from tests.harness.faults import http_stub, streaming_server
+from tests.harness.faults import gzip_bomb, http_stub, streaming_server
 
 #: Generous: the guard, not the clock, must end each of these.
 TIMEOUT = 10.0
 BOMB_MIB = 512
 GZIP = {"Content-Encoding": "gzip"}
-
-
-@functools.cache
-def gzip_bomb(mib: int) -> bytes:
-    """`mib` MiB of zeros as a valid gzip stream (≈ 1 KiB a MiB). After a full flush the
-    deflater starts afresh, so each further MiB of zeros deflates to the same bytes: the
-    stream is that block repeated, with the true CRC and length in its trailer."""
-    block = bytes(MIB)
-    packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
-    first = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
-    again = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
-    crc = 0
-    for _ in range(mib):
-        crc = zlib.crc32(block, crc)
-    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # deflate, no name, no mtime
-    trailer = struct.pack("<II", crc, (mib * MIB) & 0xFFFFFFFF)
-    return header + first + again * (mib - 1) + packer.flush() + trailer
 
 
 def test_the_bomb_is_what_it_claims() -> None:

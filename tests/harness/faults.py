@@ -9,18 +9,24 @@
 - `streaming_server(chunk, count)`: one answering 200 with `chunk` sent `count` times, no
   Content-Length (the body ends when the connection does: a proxy's endless page); with
   `declared`, the Content-Length it claims instead, the connection then held open.
+- `gzip_bomb(mib)`: a valid gzip stream of `mib` MiB of zeros, about a thousandth its size.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.harness.processes import free_port
+
+MIB = 1 << 20
 
 
 def refused_port() -> int:
@@ -120,3 +126,20 @@ def streaming_server(
                 pass  # the client hung up mid-body: what it should do
 
     return _serving(Handler)
+
+
+@functools.cache
+def gzip_bomb(mib: int) -> bytes:
+    """`mib` MiB of zeros as a valid gzip stream (≈ 1 KiB a MiB). After a full flush the
+    deflater starts afresh, so each further MiB of zeros deflates to the same bytes: the
+    stream is that block repeated, with the true CRC and length in its trailer."""
+    block = bytes(MIB)
+    packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    again = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(mib):
+        crc = zlib.crc32(block, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # deflate, no name, no mtime
+    trailer = struct.pack("<II", crc, (mib * MIB) & 0xFFFFFFFF)
+    return header + first + again * (mib - 1) + packer.flush() + trailer

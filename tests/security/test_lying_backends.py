@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from oncall.errors import EXIT_INCOMPLETE
-from tests.harness.faults import Reply, answering_server
+from tests.harness.faults import Reply, answering_server, gzip_bomb, http_stub
 from tests.harness.servers import RunningServer
 from tests.security.hostile_cli import run_inprocess
 
@@ -92,3 +92,23 @@ def test_a_real_prometheus_answer_gives_0_or_1(prometheus_srv: RunningServer) ->
     ran = run_inprocess("--set", f"prometheus.url={prometheus_srv.url}", "alerts", "-o", "json")
     assert ran.code in (0, 1), ran.output
     assert all(a["error"] is None for a in json.loads(ran.stdout)["alerts"])
+
+
+def test_a_gzip_bomb_is_an_incomplete_answer_not_a_crash(prometheus_srv: RunningServer) -> None:
+    """Half a megabyte that inflates to 512 MiB, as Prometheus and as every vLLM server:
+    `oncall alerts` and `oncall check` name the bound, the answers are unknown, exit 3 (the
+    memory it takes: tests/backends/test_answer_size.py)."""
+    bomb = gzip_bomb(512)
+    with http_stub(200, bomb, "application/json", {"Content-Encoding": "gzip"}) as url:
+        alerts = run_inprocess("--set", f"prometheus.url={url}", "alerts", "-o", "json")
+        check = run_inprocess(
+            "--set", f"prometheus.url={prometheus_srv.url}", "--set", f"vllm.urls={url}", *QUIET,
+            "check", "AIServiceUnavailable", "-o", "json",
+        )  # fmt: skip
+    assert alerts.code == EXIT_INCOMPLETE, alerts.output
+    unknown = json.loads(alerts.stdout)["alerts"]
+    assert unknown and all(a["state"] == "unknown" for a in unknown)
+    assert all("answer larger than 64 MiB" in a["error"] for a in unknown), unknown
+    assert check.code == EXIT_INCOMPLETE, check.output
+    steps = json.loads(check.stdout)["steps"]
+    _unknown_saying(steps, "vllm.", f"vllm at {url}: bad payload (answer larger than 16 MiB)")
