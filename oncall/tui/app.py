@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
 from collections.abc import Callable, Mapping
@@ -60,6 +61,8 @@ from oncall.tui.messages import (
 from oncall.tui.state import AUTO_RUN_STATES, AlertBook
 
 if TYPE_CHECKING:
+    from textual.worker import Worker
+
     from oncall.service.audit_view import AuditSource
     from oncall.service.charts import ChartSource
     from oncall.service.remediation import RemediationRunner
@@ -250,8 +253,12 @@ class OncallApp(App[None]):
         """Start a run of `alert`'s checklist; a run still going for it is cancelled."""
         run = self.book.start_run(alert, self.clock(), auto=auto)
         status = self.book.statuses.get(alert)
-        self.run_worker(
-            self._checklist(alert, run.generation, status),
+        # The worker makes the coroutine when it runs: a run replaced in the same loop step
+        # (an auto run, then `r`) is cancelled before it starts, and a coroutine made here
+        # would be dropped never awaited (Python's RuntimeWarning, over the terminal).
+        # (Typed: from a callable alone mypy infers no result type for Textual's WorkType.)
+        _worker: Worker[None] = self.run_worker(
+            functools.partial(self._checklist, alert, run.generation, status),
             name=f"checklist {alert}",
             group=f"checklist:{alert}",
             exclusive=True,

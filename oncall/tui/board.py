@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -253,13 +254,35 @@ class BoardScreen(Screen[None]):
             if selected in keys:
                 table.move_cursor(row=keys.index(selected), animate=False)
         else:
-            for key, cells in rows:
-                old = self._cells.get(key, ())
-                for (column, _), cell, before in zip(self.columns, cells, old, strict=False):
-                    if cell != before:
-                        table.update_cell(key, column, self._text(cell), update_width=True)
+            self._update_cells(table, rows)
         self._keys, self._cells = keys, dict(rows)
         self.query_one("#board-status", Static).update(self.status_line())
+
+    def _update_cells(
+        self, table: DataTable[Text], rows: list[tuple[str, tuple[Cell, ...]]]
+    ) -> None:
+        """The cells that changed, in place, each column fitted to its cells once.
+
+        DataTable measures a whole column again for each cell it is asked to fit that is
+        narrower than the column: asked for every changed cell, a board of 200 rules whose
+        ages tick each second measured ~100,000 cells a second and saturated the event loop
+        (refreshes timed out). Only the widest changed cell of each column asks: the column
+        comes out as wide as asking for each would make it, for one measure of the column.
+        """
+        changed: list[tuple[str, str, Text]] = []
+        widest: dict[str, tuple[int, int]] = {}  # column: (width, index into changed)
+        for key, cells in rows:
+            old = self._cells.get(key, ())
+            for (column, _), cell, before in zip(self.columns, cells, old, strict=False):
+                if cell != before:
+                    # As DataTable measures a Text: its widest line.
+                    width = max((cell_len(line) for line in cell[0].splitlines()), default=0)
+                    if column not in widest or width > widest[column][0]:
+                        widest[column] = (width, len(changed))
+                    changed.append((key, column, self._text(cell)))
+        fit = {index for _, index in widest.values()}
+        for index, (key, column, text) in enumerate(changed):
+            table.update_cell(key, column, text, update_width=index in fit)
 
     def status_line(self) -> str:
         book = self.book

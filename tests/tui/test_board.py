@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from rich.text import Text
 from textual.pilot import Pilot
+from textual.render import measure
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import ColumnKey
 
 from oncall.model.alerts import AlertStateName, RuleStatus
 from oncall.service.sources import NoRunbook
@@ -337,6 +342,70 @@ async def test_r_on_the_board_reruns_the_highlighted_alert_and_refreshes_now() -
         await until(pilot, lambda: checklists.alerts == ["B"], "B's checklist")
         await until(pilot, lambda: alerts.calls > calls, "a refresh now")
         await until(pilot, lambda: findings_of(app, "B") == "all ok", "B's findings")
+
+
+async def test_a_run_replaced_before_it_started_leaves_no_coroutine_never_awaited() -> None:
+    """An alert's checklist started twice in one loop step (an auto run, then `r`): the first
+    worker is cancelled before its task ever ran, and no coroutine of it is dropped unawaited
+    (Python's RuntimeWarning would be printed over the terminal)."""
+    checklists = FakeChecklists()
+    app = make_app(FakeAlerts([status("B", "inactive")]), checklists)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == 1, "the first refresh")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            app.start_checklist("B")
+            app.start_checklist("B")
+            await until(pilot, lambda: findings_of(app, "B") == "all ok", "B's findings")
+            await until(
+                pilot, lambda: not any(w.group == "checklist:B" for w in app.workers), "ended"
+            )
+            gc.collect()
+        assert checklists.alerts == ["B"]  # the second run alone ran
+        assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+
+async def test_a_repaint_fits_each_changed_column_with_one_measure_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every row's age changes each second: the table measures a changed column once per
+    repaint (DataTable measures the whole column for each cell it is asked to fit that is
+    narrower than it: 200 rules measured ~40,000 cells a column each second), and the
+    columns still fit their cells, a narrower widest cell too."""
+    measured = 0
+
+    def counted(*args: Any, **kwargs: Any) -> int:
+        nonlocal measured
+        measured += 1
+        return measure(*args, **kwargs)
+
+    # Where DataTable looks it up when it fits a column to its cells.
+    monkeypatch.setattr("textual.widgets._data_table.measure", counted)
+    rows, wide = 120, "a long error that makes the note column wide"
+    names = [f"Rule{i:03}" for i in range(rows)]
+    alerts = FakeAlerts(
+        [status(n, "inactive", error=wide if n == names[0] else "short") for n in names]
+    )
+    clock = FakeClock()
+    app = make_app(alerts, clock=clock)
+    async with app.run_test(size=(200, 30)) as pilot:
+        await until(pilot, lambda: len(board_rows(app)) == rows, "the first refresh")
+        table: DataTable[Text] = app.board.query_one("#alerts", DataTable)
+
+        def widths(note: int) -> bool:  # fitted when the table was idle
+            columns = table.columns
+            evaluated = columns[ColumnKey("evaluated")].content_width == len("Evaluated")
+            return columns[ColumnKey("note")].content_width == note and evaluated
+
+        await until(pilot, lambda: widths(len(wide)), "the columns fitted to the rows")
+        alerts.statuses = [status(n, "inactive", error="short") for n in names]
+        clock.advance(10)
+        await pilot.pause()
+        measured = 0
+        await refreshed(pilot, app, alerts)
+        await until(pilot, lambda: board_rows(app)[0][8] == "short", "the narrower note")
+        await until(pilot, lambda: widths(len("short")), "the note column narrower")
+        assert measured <= 4 * rows  # a column or two measured once, not once a cell
 
 
 async def test_the_filter_takes_label_matchers_and_says_when_nothing_matches() -> None:
