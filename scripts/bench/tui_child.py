@@ -1,4 +1,4 @@
-"""The bench's child processes (one start-up, or one soak) and the frame clock of the apps.
+"""The bench's child processes (one start-up; a soak's in tui_soak.py) and the apps' frame clock.
 
 A frame is the moment Textual hands a screen update to its driver: `App._display`, the call
 that writes to the terminal when there is one. The apps here override that private method to
@@ -17,22 +17,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import importlib
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from scripts.bench.tui_common import HEIGHT, RUN_DEADLINE_S, SAMPLE_EVERY_S, WIDTH, rss_mb
+from scripts.bench.tui_common import HEIGHT, RUN_DEADLINE_S, WIDTH, rss_mb
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
     from textual.app import App
-    from textual.pilot import Pilot
     from textual.screen import Screen
 
 
@@ -149,69 +146,6 @@ def bare_app(prometheus: str, log: FrameLog, *, exit_when_live: bool) -> Any:
     return Bare()
 
 
-def child_soak(config: str, seconds: float, rerun_s: float, out: Path) -> None:
-    """Run the app headless for `seconds`, writing an RSS sample every SAMPLE_EVERY_S."""
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from oncall.settings.loader import load_settings
-    from oncall.tui.app import OncallApp
-
-    app = OncallApp(load_settings(config=Path(config)).settings)
-    refreshes = count_refreshes(app.alerts_sources)
-
-    async def soak(pilot: Pilot[Any]) -> None:
-        started = time.monotonic()
-        next_rerun = started + rerun_s
-        with out.open("w") as samples:
-            while (elapsed := time.monotonic() - started) < seconds:
-                book = app.book
-                firing = [n for n, s in book.statuses.items() if s.state == "firing"]
-                row = {
-                    "t": round(elapsed, 1),
-                    "rss_mb": round(rss_mb(), 2),
-                    "alerts": len(book.statuses),
-                    "firing": len(firing),
-                    "runs": book.generation,
-                    "workers": len(app.workers),
-                    "objects": len(gc.get_objects()),
-                    # Whether the board still holds the fleet (a refresh that fails keeps
-                    # the last instances, marked stale), and how many refreshes failed.
-                    "instances": sum(len(s.instances) for s in book.statuses.values()),
-                    "stale": sum(s.stale_since is not None for s in book.statuses.values()),
-                    **refreshes,
-                }
-                samples.write(json.dumps(row) + "\n")
-                samples.flush()
-                if rerun_s and time.monotonic() >= next_rerun:
-                    for name in firing:
-                        app.start_checklist(name)
-                    next_rerun += rerun_s
-                await asyncio.sleep(min(SAMPLE_EVERY_S, max(0.0, seconds - elapsed)))
-        app.exit()
-
-    asyncio.run(app.run_async(headless=True, size=(WIDTH, HEIGHT), auto_pilot=soak))
-
-
-def count_refreshes(sources: dict[str, Any]) -> dict[str, int]:
-    """Counts of the sources' refreshes, kept up to date: "refreshes", and "failed" (one that
-    raised, or left a rule stale: its Prometheus or its queries did not answer)."""
-    counts = {"refreshes": 0, "failed": 0}
-    for source in sources.values():
-        refresh = source.refresh
-
-        async def counted(refresh: Callable[[], Any] = refresh) -> Any:
-            counts["refreshes"] += 1
-            try:
-                statuses = await refresh()
-            except BaseException:
-                counts["failed"] += 1
-                raise
-            counts["failed"] += any(s.stale_since is not None for s in statuses)
-            return statuses
-
-        source.refresh = counted
-    return counts
-
-
 def child_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tui.py _child")
     parser.add_argument("mode", choices=("oncall", "bare", "soak"))
@@ -219,9 +153,16 @@ def child_main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--rerun", type=float, default=60.0)
+    parser.add_argument("--trace-growth", type=int, default=0, help="sites to report (0: off)")
+    parser.add_argument("--trace-from", type=float, default=60.0)
+    parser.add_argument("--trace-base", type=float, default=120.0)
+    parser.add_argument("--trace-report", type=Path)
     args = parser.parse_args(argv)
     if args.mode == "soak":
-        child_soak(args.target, args.seconds, args.rerun, args.out)
+        from scripts.bench.tui_soak import Tracing, child_soak
+
+        tracing = Tracing(args.trace_growth, args.trace_from, args.trace_base, args.trace_report)
+        child_soak(args.target, args.seconds, args.rerun, args.out, tracing)
     else:
         child_startup(args.mode, args.target, args.out)
     return 0
