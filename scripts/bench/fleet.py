@@ -13,8 +13,12 @@
 (c) the app's RSS, headless, after `--minutes` in fleet mode (<= 200 MB); baseline: the bare
     app's RSS at start (tui_rss).
 
+    With `--soak-only`, (c) alone; `--trace-growth N` prints the N allocation sites whose
+    memory grew most from minute 2 to the end of the soak (tracemalloc; a diagnosis: the soak's
+    RSS then does not count).
+
     .venv/bin/python scripts/bench/fleet.py [--runs 10] [--minutes 10] [--dir DRILL_DIR]
-        [--board-only]
+        [--board-only | --soak-only] [--trace-growth N]
 """
 
 from __future__ import annotations
@@ -178,13 +182,33 @@ def print_rows(title: str, rows: list[Row], note: str) -> None:
     print()
 
 
+def bench_probe_and_board(directory: Path, runs: int, board_only: bool) -> None:
+    """(a) unless board_only, and (b), printed with (b)'s verdict."""
+    meter = LoopMeter()
+    with meter.installed():
+        if not board_only:
+            pods, pods_note = asyncio.run(bench_pods(directory, runs, meter))
+        board, board_note, requests = asyncio.run(bench_board(directory, runs, meter))
+    print(f"median of {runs} warm runs; loop = summed callback time; 2 shared cores")
+    if not board_only:
+        print_rows("(a) kube.pods for the vLLM selector over the fleet", pods, pods_note)
+    print_rows("(b) board refresh", board, board_note)
+    _, _, busy, _, lag = board[-1]
+    prom = f"requests {requests:g} to Prometheus"
+    verdict("(b) board refresh", busy, lag, prom, requests == 1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--minutes", type=float, default=10.0, help="RSS soak (0: skip)")
     parser.add_argument("--dir", type=Path, help="a running `drill up --fleet` directory")
     parser.add_argument("--board-only", action="store_true", help="(b) alone: no (a), no (c)")
+    parser.add_argument("--soak-only", action="store_true", help="(c) alone")
+    parser.add_argument("--trace-growth", type=int, default=0, help="top N growing sites")
     args = parser.parse_args()
+    if args.board_only and args.soak_only:
+        parser.error("--board-only and --soak-only exclude each other")
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.dir or Path(tmp) / "drill"
         if args.dir is None:
@@ -194,21 +218,11 @@ def main() -> int:
             print(f"drill up --fleet in {time.monotonic() - started:.1f} s")
         try:
             print(f"{wait_instances(directory, 5000, 120)} alert instances active\n")
-            meter = LoopMeter()
-            with meter.installed():
-                if not args.board_only:
-                    pods, pods_note = asyncio.run(bench_pods(directory, args.runs, meter))
-                board, board_note, requests = asyncio.run(bench_board(directory, args.runs, meter))
-            print(f"median of {args.runs} warm runs; loop = summed callback time; 2 shared cores")
-            if not args.board_only:
-                print_rows("(a) kube.pods for the vLLM selector over the fleet", pods, pods_note)
-            print_rows("(b) board refresh", board, board_note)
-            _, _, busy, _, lag = board[-1]
-            prom = f"requests {requests:g} to Prometheus"
-            verdict("(b) board refresh", busy, lag, prom, requests == 1)
+            if not args.soak_only:
+                bench_probe_and_board(directory, args.runs, args.board_only)
             if args.minutes > 0 and not args.board_only:
                 out = Path(tmp) / "soak.jsonl"
-                run_soak(directory / "oncall.yaml", args.minutes * 60, out)
+                run_soak(directory / "oncall.yaml", args.minutes * 60, out, args.trace_growth)
                 rows = [json.loads(line) for line in out.read_text().splitlines() if line]
                 summarize_soak(rows, args.minutes, "a fleet drill (drill up --fleet)", None)
                 soak_verdict(rows[-1], wait_instances(directory, 0, 30))  # active now

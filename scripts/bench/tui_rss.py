@@ -1,6 +1,7 @@
 """Part 4 of `tui.py`: the app's RSS over minutes of 1 s refreshes, and its growth per hour.
 
-The soak itself runs in a child process (`tui.py _child soak`, see tui_child.child_soak).
+The soak itself runs in a child process (`tui.py _child soak`, see tui_soak.child_soak); with
+`trace_growth` it also reports the allocation sites that grew most (tui_soak.trace_report).
 """
 
 from __future__ import annotations
@@ -31,16 +32,26 @@ def soak_env() -> dict[str, str]:
     return env
 
 
-def run_soak(config: Path, seconds: float, out: Path) -> None:
-    """The app headless against config for `seconds` (tui_child.child_soak), samples into out."""
+def run_soak(config: Path, seconds: float, out: Path, trace_growth: int = 0) -> None:
+    """The app headless against config for `seconds` (tui_soak.child_soak), samples into out;
+    with `trace_growth` N, the N allocation sites that grew most from minute 2 to the end are
+    printed (tracing from minute 1: a diagnosis, its RSS figures do not count)."""
+    argv = child_argv("soak", str(config), "--out", str(out), "--seconds", str(seconds))
+    report = out.with_suffix(".growth.txt")
+    if trace_growth:
+        argv += ["--trace-growth", str(trace_growth), "--trace-report", str(report)]
+        argv += ["--trace-from", str(min(60.0, seconds / 4))]
+        argv += ["--trace-base", str(min(120.0, seconds / 2))]
     subprocess.run(
-        child_argv("soak", str(config), "--out", str(out), "--seconds", str(seconds)),
+        argv,
         check=True,
         env=soak_env(),
         stdout=subprocess.DEVNULL,
         cwd=ROOT,
-        timeout=seconds + 120,
+        timeout=seconds + 120 + (300 if trace_growth else 0),  # snapshots take minutes
     )
+    if trace_growth and report.exists():
+        print(report.read_text())
 
 
 def part_rss(
@@ -94,13 +105,16 @@ def summarize_soak(
             f"  at the end: {last['instances']} instances held, {last['stale']} rules stale; "
             f"refreshes {last['refreshes']}, failed {last['failed']}"
         )
+        print(
+            f"  refresh wall mean {last['refresh_s_mean']:.2f} s, max {last['refresh_s_max']:.2f}"
+            f" s; mean {last['gap_s_mean']:.2f} s from one refresh's start to the next's"
+        )
+        for reason, count in last["reasons"].items():
+            print(f"  failed {count}x: {reason}")
     half = after[0][0]
-    workers = [r["workers"] for r in rows if r["t"] >= half]
-    objects = [r["objects"] for r in rows if r["t"] >= half]
-    print(
-        f"  second half: workers {min(workers)}-{max(workers)}; objects the collector tracks "
-        f"(not frozen) {objects[0]} -> {objects[-1]}"
-    )
+    second = [r for r in rows if r["t"] >= half]
+    workers = [r["workers"] for r in second]
+    print(f"  second half: workers {min(workers)}-{max(workers)}; " + heap_change(second))
     base = (
         f" ({start / baseline_mb:.1f}x the bare app's {baseline_mb:.0f} MB)" if baseline_mb else ""
     )
@@ -114,3 +128,19 @@ def summarize_soak(
     )
     print("  samples (s: MB): " + " ".join(f"{t:.0f}:{mb:.1f}" for t, mb in points))
     print()
+
+
+def heap_change(rows: list[dict[str, Any]]) -> str:
+    """Python's live blocks and malloc's heap (tui_soak.heap_row), first row -> last."""
+    first, last = rows[0], rows[-1]
+    text = f"Python's allocated blocks {first['py_blocks']} -> {last['py_blocks']}"
+    if "malloc_used_mb" in last:
+        text += "; malloc " + ", ".join(
+            f"{what} {first[key]:.1f} -> {last[key]:.1f} MB"
+            for what, key in (
+                ("in use", "malloc_used_mb"),
+                ("free but kept", "malloc_free_mb"),
+                ("mmapped", "malloc_mmap_mb"),
+            )
+        )
+    return text

@@ -1,7 +1,7 @@
 """The soak's child process (`tui.py _child soak`): the app headless for minutes, sampled.
 
-Every SAMPLE_EVERY_S a JSON line: RSS, what the board holds, the workers, the objects the
-collector tracks, and the app's refreshes (`RefreshLog`: how many, how many failed and why,
+Every SAMPLE_EVERY_S a JSON line: RSS, what the board holds, the workers, where the memory
+is (`heap_row`), and the app's refreshes (`RefreshLog`: how many, how many failed and why,
 how long they took). With `--trace-growth N` the child also traces Python's allocations
 (tracemalloc, from `--trace-from` seconds on) and writes the N allocation sites that grew
 most between a snapshot at `--trace-base` seconds and one at the end (`trace_report`): the
@@ -12,9 +12,11 @@ to its RSS: a run with it diagnoses, its RSS figures do not count.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import json
 import os
+import sys
 import time
 import tracemalloc
 from collections import Counter
@@ -28,8 +30,9 @@ from scripts.bench.tui_common import HEIGHT, SAMPLE_EVERY_S, WIDTH, rss_mb
 if TYPE_CHECKING:
     from textual.pilot import Pilot
 
-#: Frames kept per traced allocation: enough to see which caller of a library allocates.
-TRACE_FRAMES = 12
+#: Frames kept per traced allocation: which caller of a library allocates (each frame more
+#: slows every allocation: at 12 a fleet soak barely ran).
+TRACE_FRAMES = 4
 #: Reasons of failed refreshes kept verbatim (the rest are counted as "other").
 REASONS_KEPT = 8
 
@@ -109,9 +112,10 @@ def child_soak(config: str, seconds: float, rerun_s: float, out: Path, tracing: 
     log = RefreshLog()
     log.wrap(app.alerts_sources)
     base: tracemalloc.Snapshot | None = None
+    base_mb = (0.0, 0.0)  # (RSS, traced) at the base snapshot
 
     async def soak(pilot: Pilot[Any]) -> None:
-        nonlocal base
+        nonlocal base, base_mb
         started = time.monotonic()
         next_rerun = started + rerun_s
         with out.open("w") as samples:
@@ -120,6 +124,7 @@ def child_soak(config: str, seconds: float, rerun_s: float, out: Path, tracing: 
                     tracemalloc.start(TRACE_FRAMES)
                 if tracing.top and elapsed >= tracing.base_s and base is None:
                     base = snapshot()
+                    base_mb = (rss_mb(), tracemalloc.get_traced_memory()[0] / 2**20)
                 book = app.book
                 firing = [n for n, s in book.statuses.items() if s.state == "firing"]
                 row = {
@@ -129,12 +134,12 @@ def child_soak(config: str, seconds: float, rerun_s: float, out: Path, tracing: 
                     "firing": len(firing),
                     "runs": book.generation,
                     "workers": len(app.workers),
-                    "objects": len(gc.get_objects()),
                     # Whether the board still holds the fleet (a refresh that fails keeps
                     # the last instances, marked stale), and how many refreshes failed.
                     "instances": sum(len(s.instances) for s in book.statuses.values()),
                     "stale": sum(s.stale_since is not None for s in book.statuses.values()),
                     **log.row(),
+                    **heap_row(),
                 }
                 samples.write(json.dumps(row) + "\n")
                 samples.flush()
@@ -144,10 +149,49 @@ def child_soak(config: str, seconds: float, rerun_s: float, out: Path, tracing: 
                     next_rerun += rerun_s
                 await asyncio.sleep(min(SAMPLE_EVERY_S, max(0.0, seconds - elapsed)))
         if base is not None and tracing.report is not None:
-            tracing.report.write_text(trace_report(base, snapshot(), tracing.top))
+            end = snapshot()
+            traced = tracemalloc.get_traced_memory()[0] / 2**20
+            header = (
+                f"from {tracing.base_s:g} s to the end: RSS {base_mb[0]:.1f} -> {rss_mb():.1f} MB,"
+                f" Python's traced allocations {base_mb[1]:.1f} -> {traced:.1f} MB\n"
+            )
+            tracing.report.write_text(header + trace_report(base, end, tracing.top))
         app.exit()
 
     asyncio.run(app.run_async(headless=True, size=(WIDTH, HEIGHT), auto_pilot=soak))
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")
+    ]  # fmt: skip
+
+
+def heap_row() -> dict[str, float]:
+    # Not `gc.get_objects()` (the soak counted the collector's objects so): it hands out
+    # references to every tracked object, a tuple still being built by `tuple(generator)` in
+    # a worker thread too, and that build then fails ("SystemError: Objects/tupleobject.c:927:
+    # bad argument to internal function", CPython gh-107137): the soak failed refreshes of its
+    # own. Counting allocated blocks hands out no reference.
+    """Where the RSS is, cheaply: Python's live small-object blocks, and glibc malloc's heap
+    in use, free but kept (fragmentation, or arenas of worker threads), and mmapped; {}
+    without glibc. RSS that grows with `malloc_free_mb` and not with live memory is the
+    allocator keeping freed memory, not a leak of objects."""
+    row: dict[str, float] = {"py_blocks": sys.getallocatedblocks()}
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return row
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    mb = 2**20
+    row["malloc_used_mb"] = round(info.uordblks / mb, 1)
+    row["malloc_free_mb"] = round(info.fordblks / mb, 1)
+    row["malloc_mmap_mb"] = round(info.hblkhd / mb, 1)
+    return row
 
 
 def snapshot() -> tracemalloc.Snapshot:
