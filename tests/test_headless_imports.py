@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,9 +121,39 @@ def test_check_imports_only_the_probe_families_its_runbook_uses(tmp_path: Path) 
     ]
     report, stderr = probe(["runbook", "schema"], tmp_path)
     assert report["code"] == 0, stderr
-    assert {"oncall.probes.vllm", "oncall.probes.kube", "prometheus_client"} <= set(
-        report["probes"]
-    )
+    assert {"oncall.probes.vllm", "oncall.probes.kube"} <= set(report["probes"])
+
+
+VLLM_RATES_RUNBOOK = """\
+alert: HeadlessRates
+title: A runbook whose vLLM step asks Prometheus
+steps:
+  - id: rates
+    title: vLLM rates
+    probe: vllm.rates
+"""
+
+
+def test_a_vllm_rates_check_does_not_import_the_exposition_parser(tmp_path: Path) -> None:
+    """Issue 15: `vllm.rates` asks Prometheus; only `vllm.metrics` parses a scrape, so a check
+    of the former loads the vLLM probes without prometheus_client (≈ 0.1 s of CPU). The
+    probe sees the package where it is loaded (`prelude`), so the check can fail."""
+    (tmp_path / "runbooks").mkdir()
+    (tmp_path / "runbooks" / "HeadlessRates.yaml").write_text(VLLM_RATES_RUNBOOK, "utf-8")
+    settings = {
+        "prometheus": {"url": f"http://127.0.0.1:{refused_port()}", "timeout": "1s"},
+        "runbooks": {"dirs": [str(tmp_path / "runbooks")]},
+    }
+    (tmp_path / "oncall.yaml").write_text(json.dumps(settings), encoding="utf-8")
+    report, stderr = probe(["check", "HeadlessRates", "-o", "json"], tmp_path)
+    assert report["code"] == 3, stderr
+    assert "oncall.probes.vllm" in report["probes"]
+    assert "prometheus_client" not in report["probes"]
+    loaded, _ = probe(["check", "HeadlessRates", "-o", "json"], tmp_path, prelude=PARSER)
+    assert "prometheus_client" in loaded["probes"]
+
+
+PARSER = "import prometheus_client.parser\n"
 
 
 #: What every checklist imports, whichever probes its steps use.
@@ -157,3 +188,32 @@ def test_a_kubernetes_step_does_not_import_the_official_client(tmp_path: Path) -
     report, stderr = probe(["check", "HeadlessKube", "-o", "json"], tmp_path)
     assert report["code"] == 3, stderr
     assert "kubernetes" not in report["heavy"] and "textual" not in report["heavy"]
+
+
+PLUGIN_LOADER = """
+import json, os, sys
+from oncall.cli.main import no_pydantic_plugins
+no_pydantic_plugins()
+from oncall.settings.loader import load_settings
+load_settings(config=None)
+print(json.dumps(sorted(set(sys.modules) & {"importlib.metadata"})))
+"""
+
+
+@pytest.mark.parametrize(
+    ("disabled", "scanned"), [(None, []), ("some-plugin", ["importlib.metadata"])]
+)
+def test_plugins_disabled_for_all_skips_pydantic_plugin_loader(
+    disabled: str | None, scanned: list[str], tmp_path: Path
+) -> None:
+    """With PYDANTIC_DISABLE_PLUGINS=__all__ (oncall's default) the settings build without
+    pydantic's plugin loader and its `importlib.metadata`; a user naming plugins to skip gets
+    pydantic's own loader (which scans the entry points), so the check can fail."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONCALL_", "PYDANTIC_"))}
+    if disabled is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = disabled
+    proc = subprocess.run(
+        [sys.executable, "-c", PLUGIN_LOADER],
+        capture_output=True, text=True, cwd=tmp_path, env=env, check=False, timeout=60,
+    )  # fmt: skip
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == scanned, proc.stderr

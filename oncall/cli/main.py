@@ -17,6 +17,7 @@ import argparse
 import gc
 import os
 import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -154,24 +155,40 @@ def _usage_of(parser: argparse.ArgumentParser) -> Handler:
     return handler
 
 
-def _run_config_show(args: argparse.Namespace) -> int:
-    # oncall uses no pydantic plugins; discovering them scans every installed distribution's
-    # entry points, a measurable part of a headless command's start-up.
+def no_pydantic_plugins() -> None:
+    """oncall uses no pydantic plugins: say so before the first model is built.
+
+    Discovering plugins scans every installed distribution's entry points; with
+    PYDANTIC_DISABLE_PLUGINS=__all__ pydantic skips the scan, but its loader module still
+    imports `importlib.metadata` (with email, zipfile, csv: ≈ 20-40 ms of CPU) only to return
+    no plugins. Where plugins are disabled for all and the loader is not loaded yet, a stand-in
+    with the one function pydantic calls (`get_plugins`, pydantic/plugin/_schema_validator.py)
+    returns that same empty answer. A user who sets the variable to something else (names of
+    plugins to skip) gets pydantic's own loader and its discovery."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    loader = "pydantic.plugin._loader"
+    if os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__" and loader not in sys.modules:
+        stand_in = types.ModuleType(loader, "No pydantic plugins (oncall.cli.main).")
+        stand_in.get_plugins = tuple  # type: ignore[attr-defined]  # get_plugins() -> ()
+        sys.modules[loader] = stand_in
+
+
+def _run_config_show(args: argparse.Namespace) -> int:
+    no_pydantic_plugins()
     from oncall.cli.config_cmd import show
 
     return show(args)
 
 
 def _run_alerts(args: argparse.Namespace) -> int:
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    no_pydantic_plugins()
     from oncall.cli.alerts_cmd import run
 
     return run(args)
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    no_pydantic_plugins()
     from oncall.cli.check_cmd import run
 
     return run(args)
@@ -179,7 +196,7 @@ def _run_check(args: argparse.Namespace) -> int:
 
 def prepare_app_start() -> None:
     """What the process does before importing the app (also called by scripts/bench/tui.py)."""
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    no_pydantic_plugins()
     # Start-up creates objects by the hundred thousand (imports, CSS, the first compose), and
     # the collector walks them again and again: a seventh of the time to the first frame on
     # two cores (scripts/bench/tui.py). The app turns it back on after its first frame.
@@ -253,7 +270,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # Before the parser: `remediate` and `audit`, when named, derive their options from the
     # actions' pydantic models, and the first model built would otherwise scan every installed
     # distribution's entry points for pydantic plugins (oncall uses none): ~40 ms.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    no_pydantic_plugins()
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     if any("\x00" in word for word in words):
