@@ -56,6 +56,21 @@ def kube_access(directory: Path) -> tuple[str, str]:
 def kube_curl(step: StepResult, server: str, namespace: str, cacert: Path) -> str:
     params = step.params
     ns = params.get("namespace") or namespace
+    tls = f"--cacert {shlex.quote(str(cacert))} " if server.startswith("https") else ""
+    if step.probe == "kube.logs":  # the pods it chose from, then the log it read (if one)
+        pod = params.get("pod") or (step.facts or {}).get("pod")
+        query = {"labelSelector": params["selector"]} if params.get("selector") else {}
+        path = f"/api/v1/namespaces/{ns}/pods" + (f"/{params['pod']}" if params.get("pod") else "")
+        lines = [_kube_get(server, path, {} if params.get("pod") else query, tls)]
+        if (step.facts or {}).get("found") and pod:
+            log = {
+                "container": params.get("container") or "",
+                "previous": str(bool(params.get("previous"))).lower(),
+                "tailLines": params["tail_lines"],
+                "limitBytes": params["limit_bytes"],
+            }
+            lines.append(_kube_get(server, f"/api/v1/namespaces/{ns}/pods/{pod}/log", log, tls))
+        return "\n".join(lines)
     if step.probe == "kube.pods":
         query = {"labelSelector": params["selector"]} if params.get("selector") else {}
         path = f"/api/v1/namespaces/{ns}/pods"
@@ -68,9 +83,44 @@ def kube_curl(step: StepResult, server: str, namespace: str, cacert: Path) -> st
         query, path = {"fieldSelector": field}, f"/api/v1/namespaces/{ns}/events"
     else:  # kube.nodes
         query, path = {}, "/api/v1/nodes"
+    return _kube_get(server, path, query, tls)
+
+
+def _kube_get(server: str, path: str, query: dict[str, Any], tls: str) -> str:
     url = server + quote(path) + (f"?{urlencode(query)}" if query else "")
-    tls = f"--cacert {shlex.quote(str(cacert))} " if server.startswith("https") else ""
     return f'curl -s {tls}-H "Authorization: Bearer $KUBE_TOKEN" {shlex.quote(url)}'
+
+
+def commands(equivalent: str) -> list[str]:
+    """The shell commands of a step's equivalent, one each: a line ends its command unless a
+    quote is still open (a PromQL query written over several lines is one argument)."""
+    found, pending = [], ""
+    for line in equivalent.splitlines():
+        pending = f"{pending}\n{line}" if pending else line
+        try:
+            shlex.split(pending)
+        except ValueError:  # no closing quotation: the command goes on on the next line
+            continue
+        found.append(pending)
+        pending = ""
+    return [*found, pending] if pending else found
+
+
+def logs_commands(step: StepResult) -> list[str]:
+    """`kube.logs` without a pod named lists the selector's pods and reads the log of the one
+    whose container terminated last, and none when no container has terminated: its
+    equivalent's `POD` is that choice, so the script does what the probe did."""
+    prefix, _, rest = (step.equivalent or "").partition(" logs POD ")
+    if not rest:  # a pod was named: the equivalent is the command itself
+        return commands(step.equivalent or "")
+    namespace = shlex.split(rest)[1]  # rest: "-n NS [-c C] [--previous] --tail=N ..."
+    listing = f"{prefix} get pods -n {shlex.quote(namespace)}"
+    if step.params.get("selector"):
+        listing += f" -l {shlex.quote(step.params['selector'])}"
+    facts = step.facts or {}
+    if facts.get("found") and facts.get("pod"):
+        return [listing, f"{prefix} logs {shlex.quote(str(facts['pod']))} {rest}"]
+    return [listing]
 
 
 def shell_script(
@@ -82,9 +132,13 @@ def shell_script(
         if step.status == "skipped" or not step.equivalent:
             continue
         if step.probe.startswith("kube.") and kube == "curl":
-            lines.append(kube_curl(step, server, settings.kubernetes.namespace, cacert))
+            lines.extend(
+                kube_curl(step, server, settings.kubernetes.namespace, cacert).splitlines()
+            )
             continue
-        lines.extend(step.equivalent.splitlines())
+        lines.extend(
+            logs_commands(step) if step.probe == "kube.logs" else commands(step.equivalent)
+        )
     lines = list(dict.fromkeys(lines))
     return "\n".join(f"{line} > /dev/null" for line in lines[1:]).join([lines[0] + "\n", "\n"])
 
