@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oncall.cli.config_cmd import load_from_args
+from oncall.cli.start_up import start_up_done
 from oncall.errors import (
     EXIT_FOUND,
     EXIT_INCOMPLETE,
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_from_args(args)
     settings = loaded.settings
     runbook = load_checked(find_runbook(settings, args.alert), settings)
+    start_up_done()  # what start-up made lives as long as the process: frozen (start_up.py)
     return asyncio.run(_run(settings, runbook, args))
 
 

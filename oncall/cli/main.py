@@ -23,6 +23,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from oncall import __version__
+from oncall.cli import start_up
 from oncall.cli.lazy_parser import LazyParser
 from oncall.errors import (
     EXIT_BROKEN_PIPE,
@@ -175,9 +176,10 @@ def no_pydantic_plugins() -> None:
 
 def _run_config_show(args: argparse.Namespace) -> int:
     no_pydantic_plugins()
-    from oncall.cli.config_cmd import show
+    with start_up.paused():  # all of it is start-up: imports, models, one file read
+        from oncall.cli.config_cmd import show
 
-    return show(args)
+        return show(args)
 
 
 def _run_alerts(args: argparse.Namespace) -> int:
@@ -189,9 +191,10 @@ def _run_alerts(args: argparse.Namespace) -> int:
 
 def _run_check(args: argparse.Namespace) -> int:
     no_pydantic_plugins()
-    from oncall.cli.check_cmd import run
+    with start_up.paused():  # until check_cmd has loaded the settings and the runbook
+        from oncall.cli.check_cmd import run
 
-    return run(args)
+        return run(args)
 
 
 def prepare_app_start() -> None:
