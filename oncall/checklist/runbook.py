@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from oncall.model.action_params import ActionName
 from oncall.settings.durations import Duration
+from oncall.settings.model import empty_list
 
 STEP_ID = r"^[a-z][a-z0-9_]*$"
 REMEDIATION_ID = r"^[a-z][a-z0-9-]*$"
@@ -83,7 +84,8 @@ class Step(RunbookModel):
         default_factory=dict, description="Probe parameters; strings may hold {{ CEL }}."
     )
     needs: list[str] = Field(
-        default_factory=list, description="Steps that must finish first; their facts are usable."
+        default_factory=empty_list,
+        description="Steps that must finish first; their facts are usable.",
     )
     when: str | None = Field(None, description="CEL: run only when true, else skipped.")
     expect: str | None = Field(
@@ -96,9 +98,9 @@ class Step(RunbookModel):
         None, description="Bound on the probe, e.g. 3s; default: the probe's own."
     )
     summary: str | None = Field(None, description="One line for people; {{ CEL }} allowed.")
-    evidence: list[Evidence] = Field(default_factory=list, description="Numbers to show.")
+    evidence: list[Evidence] = Field(default_factory=empty_list, description="Numbers to show.")
     propose: list[str] = Field(
-        default_factory=list, description="Remediation ids proposed when the step fails."
+        default_factory=empty_list, description="Remediation ids proposed when the step fails."
     )
     propose_on: list[ProposeOn] = Field(
         default_factory=_fail_only, description="Statuses that make the proposals."
