@@ -25,7 +25,6 @@ import httpx
 
 from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, decoded_in_thread, status_reason
-from oncall.backends.json_slices import loads_sliced
 from oncall.model.metrics import Sample, Series
 
 BACKEND = "prometheus"
@@ -33,8 +32,6 @@ T = TypeVar("T")
 POST_OVER_CHARS = 2000
 #: At most this many distinct warnings are kept between two `take_warnings` calls.
 MAX_WARNINGS = 20
-#: root → data → groups → group → rules → rule → alerts: each alert is one decode call.
-RULES_SLICE_DEPTH = 7
 
 
 def _decoded(content: bytes, loads: Callable[[bytes], Any]) -> Any:
@@ -45,9 +42,21 @@ def _decoded(content: bytes, loads: Callable[[bytes], Any]) -> Any:
         return None
 
 
+def _switch_point(fields: dict[str, Any]) -> dict[str, Any]:
+    """`json.loads`' object hook: each object as decoded. Being a Python function, each call
+    is a point where the decoding thread hands the interpreter lock to the event loop's
+    thread when that asked for it (CPython checks at every function entry), so the C decoder
+    never holds it for long: every alert, label set and rule of `/api/v1/rules` is one object.
+    """
+    return fields
+
+
 def _rules(content: bytes) -> Any:
-    # Slices down to each alert: {status, data: {groups: [{rules: [{alerts: [alert]}]}]}}.
-    return loads_sliced(content, RULES_SLICE_DEPTH)
+    # One C decode with a switch point per object: the same value as `json.loads`, and a
+    # fifth of the CPU of decoding in slices from Python (`json_slices.loads_sliced`, 135 vs
+    # 29 ms for 1.7 MB; 14.5 vs 1.3 ms for 200 rules), which competed with the loop for the
+    # interpreter lock all that time.
+    return json.loads(content, object_hook=_switch_point)
 
 
 def _same(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -183,8 +192,8 @@ class PrometheusClient(HttpBackend):
         """Rule groups with their rules and alert states (`/api/v1/rules`), one request.
 
         With thousands of active alerts the answer is megabytes: it is received on the event
-        loop but decoded in a worker thread, in slices (`json_slices`), so that the loop keeps
-        running meanwhile."""
+        loop but decoded in a worker thread (`_rules`), so that the loop keeps running
+        meanwhile."""
         return await self.rules_built(_same, kind=kind)
 
     async def rules_built(
