@@ -56,7 +56,10 @@ class ContextAlerts:
 
     async def refresh(self) -> list[RuleStatus]:
         statuses = await self.source.refresh()
-        return [dataclasses.replace(s, context=self.context) for s in statuses]
+        # A live source labels its statuses as it builds them (`LiveAlerts(context=)`): a
+        # copy of each here was ~2 ms of the event loop per context and refresh at 200 rules.
+        return [s if s.context == self.context else dataclasses.replace(s, context=self.context)
+                for s in statuses]  # fmt: skip
 
     async def history(self) -> dict[str, list[tuple[float, float]]]:
         found = await self.source.history()
@@ -71,7 +74,7 @@ def live_alert_sources(settings: Settings) -> dict[str, AlertsSource]:
     contexts = per_context_settings(settings)
     if list(contexts) == [""]:
         return {"": LiveAlerts(settings)}
-    return {name: ContextAlerts(name, LiveAlerts(s)) for name, s in contexts.items()}
+    return {name: ContextAlerts(name, LiveAlerts(s, context=name)) for name, s in contexts.items()}
 
 
 class ContextChecklists:

@@ -74,8 +74,10 @@ class LiveAlerts:
     """The configured packs' states from the configured Prometheus, engine made on first use;
     with `alertmanager.url`, each firing instance's routing (silenced, inhibited) too."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, context: str = "") -> None:
         self.settings = settings
+        #: The context its statuses carry (`RuleStatus.context`; "" with one context only).
+        self.context = context
         self._stack = AsyncExitStack()
         self._engine: AlertEngine | None = None
         self.alertmanager: AlertmanagerView | None = None  # made with the engine
@@ -87,6 +89,7 @@ class LiveAlerts:
             # and making the HTTP client (its TLS context) would hold up the first frame. Bad
             # files raise ConfigError, and the next refresh tries again: fixing the file is enough.
             engine = await asyncio.to_thread(_open_engine, self.settings)
+            engine.context = self.context
             self._stack.push_async_callback(engine.prom.aclose)
             from oncall.service.alerts import add_cluster_rules
 
@@ -160,16 +163,21 @@ class LiveChecklists:
         while holding the interpreter lock (a 60-90 ms stall of the event loop,
         scripts/bench/tui.py), and every later one would walk them again. Module objects live
         as long as the process anyway.
+
+        The pause is `collector_paused`'s, counted with the refreshes' own: a plain
+        `gc.disable()`/`gc.enable()` pair here turned the collector on again in the middle of
+        a refresh that had paused it (this runs in a thread, beside the refresh loops), and
+        a refresh ending meanwhile turned it on in the middle of these imports.
         """
+        from oncall.backends.gc_pause import collector_paused
         from oncall.backends.kube import KubeReader
 
-        gc.disable()
-        try:
-            _import_checklist_machinery()
-            KubeReader.import_client()
-        finally:
-            gc.freeze()
-            gc.enable()
+        with collector_paused():
+            try:
+                _import_checklist_machinery()
+                KubeReader.import_client()
+            finally:
+                gc.freeze()
 
     async def aclose(self) -> None:
         ctx, self._ctx = self._ctx, None
