@@ -12,7 +12,6 @@ it removed (HDEL, housekeeping of the hash alone), so the next firing starts una
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 
 from oncall.backends import from_settings
@@ -20,6 +19,7 @@ from oncall.backends.acks import AckStore
 from oncall.errors import BackendError
 from oncall.model.alertmanager import Acknowledgement, RuleRouting
 from oncall.model.alerts import RuleStatus
+from oncall.service.refresh_read import RefreshRead
 from oncall.settings import Settings
 
 #: The states an acknowledgement is shown in; in any other the alert has resolved.
@@ -27,25 +27,16 @@ ACTIVE_STATES = ("firing", "pending")
 Read = dict[str, Acknowledgement] | BackendError
 
 
-class AckView:
+class AckView(RefreshRead[Read]):
     """The latest read of the acknowledgements, and the statuses with them."""
 
     def __init__(self, store: AckStore, *, grace: float | None = 0.5) -> None:
+        super().__init__(grace=grace)
         self.store = store
-        self.grace = grace  # None: wait for the whole read (the CLI), bounded by its timeout
-        self._task: asyncio.Task[Read] | None = None
-        self._last: Read | None = None
-        self._started = False  # a read started since the last annotate: the one to take
 
     @classmethod
     def from_settings(cls, settings: Settings, *, grace: float | None = 0.5) -> AckView:
         return cls(AckStore(from_settings.redis_client(settings.redis)), grace=grace)
-
-    def start(self) -> None:
-        """Start a read unless one is in flight (when the Prometheus refresh starts)."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._read())
-            self._started = True
 
     async def _read(self) -> Read:
         try:
@@ -55,15 +46,9 @@ class AckView:
 
     async def annotate(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
         """`statuses` with each active rule's acknowledgement (or `ack unknown`)."""
-        if not self._started:  # one done already (started beside Prometheus) is taken
-            self.start()
-        self._started = False
-        assert self._task is not None
-        if not self._task.done():
-            await asyncio.wait([self._task], timeout=self.grace)
-        if self._task.done():
-            self._last = self._task.result()
-        read = self._last
+        taken = await self.take()
+        # Still running: the latest read done is shown (acknowledgements change seldom).
+        read = taken.value
         if read is None:
             read = BackendError("redis", self.store.key, "timeout", "no answer yet")
         if not isinstance(read, BackendError):
@@ -85,9 +70,7 @@ class AckView:
                 acks.pop(name, None)
 
     async def aclose(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await super().aclose()
         await self.store.aclose()
 
 

@@ -13,7 +13,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -29,9 +29,12 @@ from oncall.backends.gc_pause import collector_paused, paused
 from oncall.backends.json_slices import array_items, loads_sliced
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
-from oncall.model.alerts import AlertRule
+from oncall.model.alerts import AlertRule, RuleStatus
 from oncall.model.matchers import Selection
-from tests.harness.faults import http_stub
+from oncall.service.contexts import ContextAlerts
+from oncall.service.sources import AlertsSource, LiveChecklists
+from oncall.settings import Settings
+from tests.harness.faults import http_stub, refused_port
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RULES = FIXTURES / "prometheus" / "rules_v1_alerts.json"
@@ -251,3 +254,37 @@ async def test_refresh_builds_with_the_collector_paused_and_resumes_it(
         async with PrometheusClient(url, timeout=TIMEOUT) as prom:
             failed = await AlertEngine(prom, [], from_prometheus=Selection()).refresh(NOW)
     assert failed == [] and gc.isenabled() and not paused()
+
+
+async def test_statuses_carry_the_context_they_are_built_with(rules_url: str) -> None:
+    """A context's engine labels each status as it builds it (in the worker), stale ones too,
+    so that `ContextAlerts` passes them on as they are instead of copying each."""
+
+    class Engine:  # the source `ContextAlerts` wraps, as `LiveAlerts(context=)` gives it
+        async def refresh(self) -> list[RuleStatus]:
+            return await engine.refresh(NOW)
+
+    async with PrometheusClient(rules_url, timeout=TIMEOUT) as prom:
+        engine = AlertEngine(prom, [], from_prometheus=Selection(), context="eu")
+        built = await engine.refresh(NOW)
+        shown = await ContextAlerts("eu", cast(AlertsSource, Engine())).refresh()
+    assert built and {s.context for s in built} == {"eu"}
+    assert [s.key for s in shown] == [f"eu/{s.rule.name}" for s in built]
+    assert all(s.context == "eu" for s in shown)
+    async with PrometheusClient(f"http://127.0.0.1:{refused_port()}", timeout=TIMEOUT) as down:
+        engine.prom = down
+        stale = await engine.refresh(NOW + 10)
+    assert stale and all(s.state == "unknown" and s.context == "eu" for s in stale)
+
+
+def test_the_checklist_warm_up_keeps_a_refresh_pause() -> None:
+    """The warm-up (in a thread, beside the refresh loops) pauses the collector counted with
+    the refreshes' pauses: it neither turns it on in the middle of one nor leaves it off."""
+    assert gc.isenabled()
+    with collector_paused():  # a refresh decoding meanwhile
+        warm = threading.Thread(target=LiveChecklists(Settings()).warm_up)
+        warm.start()
+        warm.join(timeout=60)
+        assert not warm.is_alive()
+        assert not gc.isenabled() and paused()
+    assert gc.isenabled() and not paused()
