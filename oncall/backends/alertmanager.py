@@ -69,7 +69,9 @@ def parse_alert(raw: Any, previous: Mapping[str, AmAlert] | None = None) -> AmAl
 
     `previous`: the alerts of the last read by fingerprint. An alert read again unchanged
     (same labels, state, silences and inhibitors) is that same object, not a new one: a
-    steady board's 5,000 alerts then allocate nothing that outlives the read."""
+    steady board's 5,000 alerts then allocate nothing that outlives the read. Kept for what
+    it measures: the worker's parse of 5,000 alerts, collector on, 75 -> 59 ms of CPU (the
+    young collection ending the pause has no new alerts to walk)."""
     status = raw["status"]
     state = status["state"]
     if state not in _AM_STATES:

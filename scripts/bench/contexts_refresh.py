@@ -53,15 +53,15 @@ def requests_of(source: Any) -> tuple[int, int]:
 
 
 async def measure(config: Path, refreshes: int) -> tuple[list[list[float]], list[dict[str, Any]]]:
-    """Per round: [busy, lag, cpu, loop cpu] and each context's (prometheus, alertmanager)
-    requests."""
+    """Per round: [busy, lag, cpu, loop cpu, loop callbacks] and each context's (prometheus,
+    alertmanager) requests."""
     settings = load_settings(config=config, environ={}).settings
     sources = live_alert_sources(settings)
     meter, lag = LoopMeter(), LagMeter()
     try:
         await asyncio.gather(*(s.refresh() for s in sources.values()))  # warm-up: engines
         await asyncio.gather(*(s.refresh() for s in sources.values()))  # and the silences
-        times: list[list[float]] = [[], [], [], []]
+        times: list[list[float]] = [[], [], [], [], []]
         requests: list[dict[str, Any]] = []
         with meter.installed():
             lag.start()
@@ -74,7 +74,7 @@ async def measure(config: Path, refreshes: int) -> tuple[list[list[float]], list
                 cpu = time.process_time() - started
                 await asyncio.sleep(2 * lag.tick_s)  # a wake-up due at the end counts here
                 for column, value in enumerate((meter.busy_s, lag.longest_s, cpu,
-                                                 meter.busy_cpu_s)):  # fmt: skip
+                                                 meter.busy_cpu_s, meter.callbacks)):  # fmt: skip
                     times[column].append(value)
                 now = {name: requests_of(s) for name, s in sources.items()}
                 requests.append({n: (now[n][0] - before[n][0], now[n][1] - before[n][1])
@@ -155,7 +155,7 @@ def main() -> int:
         }))  # fmt: skip
         wait_alertmanagers(contexts)
         times, requests = asyncio.run(measure(config, args.refreshes))
-    busy, lag, cpu, loop_cpu = (statistics.median(column) for column in times)
+    busy, lag, cpu, loop_cpu, callbacks = (statistics.median(column) for column in times)
     per_context = {
         name: tuple(statistics.median(r[name][i] for r in requests) for i in (0, 1))
         for name in names
@@ -163,8 +163,9 @@ def main() -> int:
     print(f"{len(names)} contexts x {args.rules} alerting rules, each with its Alertmanager, "
           f"median of {args.refreshes} rounds (all contexts at once)")  # fmt: skip
     print(f"  event-loop busy ms per round, all contexts: {busy * 1000:.1f} "
-          f"(max {max(times[0]) * 1000:.1f}; the loop thread's CPU {loop_cpu * 1000:.1f}); "
-          f"lag ms {lag * 1000:.1f}; process CPU ms {cpu * 1000:.1f}")  # fmt: skip
+          f"(max {max(times[0]) * 1000:.1f}; the loop thread's CPU {loop_cpu * 1000:.1f}; "
+          f"{callbacks:g} callbacks); lag ms {lag * 1000:.1f}; "
+          f"process CPU ms {cpu * 1000:.1f}")  # fmt: skip
     print(
         "  requests per refresh (Prometheus, Alertmanager): "
         + ", ".join(f"{n} {p:g}+{a:g}" for n, (p, a) in per_context.items())
