@@ -28,6 +28,13 @@ class PlanError(OncallError):
     exit_code = 1
 
 
+class TargetChanged(OncallError):
+    """`execute` found, in the same atomic step as its write, that the target is no longer
+    what the person confirmed (another process wrote first): nothing was changed."""
+
+    exit_code = 1
+
+
 class Action(ABC, Generic[P]):
     """One remediation. Subclasses set `name` and `params` and write the five steps.
 
@@ -38,6 +45,12 @@ class Action(ABC, Generic[P]):
     name: ClassVar[str]
     #: The parameters model; its required fields are the CLI's positional arguments.
     params: type[P]
+    #: None: the action holds the Kubernetes Leases of its plan's target and workload while it
+    #: runs (oncall/remediation/lease.py). An action whose writes go only to Alertmanager or
+    #: Redis needs no Kubernetes to be safe (an on-call without a kubeconfig, or with the API
+    #: down, must still be able to silence and acknowledge): it says here what keeps two
+    #: processes from spoiling each other's write instead, and the preview shows it.
+    unleased: ClassVar[str | None] = None
 
     @abstractmethod
     async def plan(self, params: P, clients: Clients) -> Plan:

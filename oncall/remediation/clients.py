@@ -7,14 +7,15 @@ unit test hands the executor a `Clients` holding fakes instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from oncall.backends.alertmanager_write import AlertmanagerWriter
+from oncall.backends.identity import KubeIdentity, kube_identity
 from oncall.backends.kube_write import KubeWriter
 from oncall.backends.prometheus import PrometheusClient
 from oncall.backends.redis import RedisClient
 from oncall.backends.redis_write import RedisWriter
-from oncall.errors import UsageError
+from oncall.errors import BackendError, UsageError
 from oncall.settings import Settings
 
 
@@ -25,6 +26,8 @@ class Clients:
     settings: Settings
     kube: KubeWriter | None = None
     redis: RedisClient | None = None
+    #: SelfSubjectReview's answer, or why there is none: asked once, however many ask.
+    _identity: KubeIdentity | BackendError | None = field(default=None, repr=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Clients:
@@ -34,6 +37,19 @@ class Clients:
         if self.kube is None:
             self.kube = await KubeWriter.open(self.settings.kubernetes)
         return self.kube
+
+    async def identity(self) -> KubeIdentity:
+        """Who the Kubernetes API says we are (`kubectl auth whoami`), asked once; raises the
+        same BackendError each time when it cannot say (no kubeconfig, the API down): a
+        blackholed API server costs one timeout per remediator, not one per caller."""
+        if self._identity is None:
+            try:
+                self._identity = await kube_identity(await self.kube_writer())
+            except BackendError as exc:
+                self._identity = exc
+        if isinstance(self._identity, BackendError):
+            raise self._identity
+        return self._identity
 
     def redis_client(self) -> RedisClient:
         if self.redis is None:

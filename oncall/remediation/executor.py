@@ -4,6 +4,12 @@
     two-person approval (when policy asks) → Lease → preconditions again → started → execute →
     succeeded | failed → verify (with progress) → verified
 
+The Lease is the Kubernetes Lease of the plan's target (and workload); an action whose writes
+go only to Alertmanager or Redis takes none and says what guards it instead (`Action.unleased`:
+an atomic compare-and-set in Redis, Alertmanager's own re-read), so silencing and acknowledging
+need no Kubernetes. Its execute may raise `TargetChanged` (its atomic write found another's
+first): audited as `failed` with guard `precondition`, not counted by the circuit breaker.
+
 Audit transitions: `proposed` (plan and preview), `refused` (with the guard: read-only,
 permission, rate limit, circuit breaker, lease, two-person, precondition, terminal),
 `declined`, `approved`, `started`, `succeeded` / `failed`, `verified`, `rolled_back`. Each
@@ -31,7 +37,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from oncall.audit.log import AuditLog
 from oncall.audit.records import AuditError, actor_now, new_action_id, secrets_of
-from oncall.backends.identity import kube_identity
 from oncall.errors import BackendError
 from oncall.model.action_params import ACTION_PARAMS
 from oncall.model.write_path import (
@@ -45,7 +50,7 @@ from oncall.model.write_path import (
     render_preview,
 )
 from oncall.remediation import registry
-from oncall.remediation.action import PlanError
+from oncall.remediation.action import PlanError, TargetChanged
 from oncall.remediation.audit_mirror import mirror_to_stream
 from oncall.remediation.clients import Clients
 from oncall.remediation.context_guard import (
@@ -173,7 +178,7 @@ class Remediator:
         if self.kube_user is not None or "kube_error" in self.actor:
             return self.kube_user
         try:
-            found = await kube_identity(await self.clients.kube_writer())
+            found = await self.clients.identity()
         except BackendError as exc:
             self.actor = {**self.actor, "kube_user": None, "kube_error": str(exc)}
             return None
@@ -251,8 +256,16 @@ class Remediator:
                 verdicts.append(GuardVerdict("dry run", False, str(exc), {}))
         verdicts.append(await self.guards.rate.check(plan.target.key))
         verdicts.append(await self.guards.breaker.check())
-        verdicts.append(await TargetLease(self.clients, self.holder).holder_verdict(plan))
+        verdicts.append(await self._lease_verdict(plan))
         return Preview(plan, dry_run, tuple(verdicts))
+
+    async def _lease_verdict(self, plan: Plan) -> GuardVerdict:
+        """The Lease guard's verdict for the preview: who holds the plan's Kubernetes Leases,
+        or, for an action that takes none, what guards it instead."""
+        unleased = registry.action_named(plan.action).unleased
+        if unleased is not None:
+            return GuardVerdict("lease", True, f"no Kubernetes Lease: {unleased}", {})
+        return await TargetLease(self.clients, self.holder).holder_verdict(plan)
 
     async def run(
         self,
@@ -308,14 +321,17 @@ class Remediator:
             if not verdict.ok:
                 return await self._refuse(run, verdict)
             await self._record(run, "approved", detail=verdict.detail)
-        lease = TargetLease(self.clients, self.holder)
-        taken = await lease.take(plan)  # the target's and its workload's, as this process
-        if not taken.ok:
-            return await self._refuse(run, taken)
-        try:
-            done = await self._execute(run, say)
-        finally:
-            await lease.release(plan)
+        if registry.action_named(plan.action).unleased is not None:
+            done = await self._execute(run, say)  # guarded by its own atomic write (`unleased`)
+        else:
+            lease = TargetLease(self.clients, self.holder)
+            taken = await lease.take(plan)  # the target's and its workload's, as this process
+            if not taken.ok:
+                return await self._refuse(run, taken)
+            try:
+                done = await self._execute(run, say)
+            finally:
+                await lease.release(plan)
         if rollback_of and done.status == "verified":
             original = _Run(rollback_of, plan)
             await self._record_after(
@@ -436,6 +452,14 @@ class Remediator:
         started = time.monotonic()
         try:
             result = await action.execute(plan, self.clients)
+        except TargetChanged as exc:
+            # Another process wrote first; the atomic write refused ours. Not a backend failure:
+            # the circuit breaker does not count it.
+            await self._record_after(
+                run, say, "failed", guard="precondition", outcome=str(exc),
+                duration_s=round(time.monotonic() - started, 3),
+            )  # fmt: skip
+            return self._end(run, "failed", f"failed (precondition), nothing changed: {exc}")
         except BackendError as exc:
             with contextlib.suppress(BackendError):  # the failure is audited either way
                 await self.guards.breaker.record_failure(plan.target.key, str(exc))

@@ -23,7 +23,9 @@ hosts, where only wall time means the same thing; tests inject a clock to move t
 sleeping. Redis TTLs (real time) only tidy keys away; every decision is made on `clock`.
 
 Check-then-record is not atomic across operators; two operators acting on one target at the
-same instant are kept apart by the per-target Kubernetes Lease, not by these counters.
+same instant are kept apart by the per-target Kubernetes Lease, or, for the actions that take
+none (silences, acknowledgements: `Action.unleased`), by their own atomic write or re-read,
+not by these counters (which may then let one extra action past the limit).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ sees only them; a silence it makes matches on that label too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import yaml
 
 from oncall.drill.kube_sim import KubeSim
 from tests.drill.kube.conftest import NS, Cluster, start_cluster
+from tests.harness.faults import refused_port, silent_listener
 from tests.harness.servers import RunningServer
 
 #: The user the drill's kubeconfig authenticates as (SelfSubjectReview), i.e. `createdBy`.
@@ -36,7 +38,8 @@ class World:
     audit: Path
     am: str
     redis: str
-    cluster: Cluster
+    #: None: no Kubernetes API answers (`kubeless`).
+    cluster: Cluster | None
 
     def post_alerts(self, *labels: dict[str, str]) -> None:
         """Send alerts to Alertmanager as Prometheus does (POST /api/v2/alerts)."""
@@ -63,21 +66,68 @@ class World:
 def world(
     tmp_path: Path, alertmanager_srv: RunningServer, redis_srv: RunningServer
 ) -> Iterator[World]:
+    for cluster in start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2)):
+        kube = {"kubeconfig": str(cluster.kubeconfig), "namespace": NS}
+        made = _world(tmp_path, alertmanager_srv, redis_srv, kube, cluster)
+        yield made
+        _expire_all(made)
+
+
+def _world(
+    tmp_path: Path,
+    alertmanager_srv: RunningServer,
+    redis_srv: RunningServer,
+    kube: dict[str, Any],
+    cluster: Cluster | None,
+) -> World:
     case = f"c{secrets.token_hex(4)}"
     config = tmp_path / "oncall.yaml"
     audit = tmp_path / "audit.jsonl"
-    for cluster in start_cluster(tmp_path, KubeSim(start_delay=0.05, resync=0.2)):
-        config.write_text(yaml.safe_dump({
-            "kubernetes": {"kubeconfig": str(cluster.kubeconfig), "namespace": NS},
-            "redis": {"url": redis_srv.url},
-            "alertmanager": {"url": alertmanager_srv.url},
-            "audit": {"path": str(audit), "kube_events": False},
-        }))  # fmt: skip
-        made = World(case, config, audit, alertmanager_srv.url, redis_srv.url, cluster)
+    config.write_text(yaml.safe_dump({
+        "kubernetes": kube,
+        "redis": {"url": redis_srv.url},
+        "alertmanager": {"url": alertmanager_srv.url},
+        "audit": {"path": str(audit), "kube_events": False},
+    }))  # fmt: skip
+    return World(case, config, audit, alertmanager_srv.url, redis_srv.url, cluster)
+
+
+def _expire_all(made: World) -> None:
+    for silence in made.silences():  # the session's Alertmanager is shared: leave none
+        if silence["status"]["state"] != "expired":
+            httpx.delete(f"{made.am}/api/v2/silence/{silence['id']}", trust_env=False)
+
+
+def dead_kubeconfig(path: Path, port: int) -> Path:
+    """A kubeconfig whose API server is 127.0.0.1:`port` (one that refuses, or never answers)."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "down",
+        "clusters": [{"name": "down", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "contexts": [{"name": "down", "context": {"cluster": "down", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))  # fmt: skip
+    return path
+
+
+@pytest.fixture(params=["no-kubeconfig", "api-refuses", "api-silent"])
+def kubeless(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    alertmanager_srv: RunningServer,
+    redis_srv: RunningServer,
+) -> Iterator[World]:
+    """A world in which no Kubernetes API answers: no kubeconfig at all, an API server that
+    refuses connections, or one that accepts and never answers (the 1 s timeout)."""
+    with contextlib.ExitStack() as stack:
+        kube: dict[str, Any] = {"kubeconfig": str(tmp_path / "no-such-kubeconfig"), "timeout": 1}
+        if request.param == "api-refuses":
+            kube["kubeconfig"] = str(dead_kubeconfig(tmp_path / "kubeconfig", refused_port()))
+        elif request.param == "api-silent":
+            port = stack.enter_context(silent_listener())
+            kube["kubeconfig"] = str(dead_kubeconfig(tmp_path / "kubeconfig", port))
+        made = _world(tmp_path, alertmanager_srv, redis_srv, kube, None)
         yield made
-        for silence in made.silences():  # the session's Alertmanager is shared: leave none
-            if silence["status"]["state"] != "expired":
-                httpx.delete(f"{made.am}/api/v2/silence/{silence['id']}", trust_env=False)
+        _expire_all(made)
 
 
 # The module-scoped Prometheus sending its rules' alerts to the session's Alertmanager

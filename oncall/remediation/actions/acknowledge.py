@@ -9,6 +9,11 @@ verified) by the one executor.
 The author is the operator's identity (the Kubernetes username, else the OS account of the
 real uid; never `$USER`). The precondition is the acknowledgement read when planning: one made
 by someone else meanwhile refuses this one, so two people do not both think they have it.
+It is compared twice: just before the write (`changed_since_plan`, a refusal), and in the
+write itself (`AckStore.put_if`, one WATCH/MULTI/EXEC), which closes the gap between the two:
+of two processes confirming at the same instant, one writes and the other fails with who did.
+That atomic write is the guard, so no Kubernetes Lease is taken (`unleased`): acknowledging
+works with no kubeconfig, or with the Kubernetes API down.
 
 Command-line equivalents: `redis-cli HGET oncall:acks ALERT`, `redis-cli HSET oncall:acks
 ALERT '{"by": …}'`.
@@ -16,6 +21,7 @@ ALERT '{"by": …}'`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -23,12 +29,14 @@ from oncall.backends.acks import ACKS_KEY, AckStore
 from oncall.model.action_params import AcknowledgeParams
 from oncall.model.alertmanager import Acknowledgement
 from oncall.model.write_path import Plan, Precondition, Target
-from oncall.remediation.action import Action, Say
+from oncall.remediation.action import Action, Say, TargetChanged
 from oncall.remediation.actions.silence import operator_name
 from oncall.remediation.clients import Clients
 
 #: The precondition: who had acknowledged the alert when the plan was made (None: no one).
 CURRENT = "acknowledged by"
+#: The precondition the atomic write compares: that acknowledgement whole (None: no one's).
+READ = "acknowledgement read"
 
 
 def _shown(ack: Acknowledgement | None) -> str:
@@ -45,6 +53,10 @@ def _store(clients: Clients) -> AckStore:
 class Acknowledge(Action[AcknowledgeParams]):
     name = "acknowledge"
     params = AcknowledgeParams
+    unleased = (
+        "Redis only; the acknowledgement read when planning is compared and the new one "
+        "written in one WATCH/MULTI/EXEC"
+    )
 
     async def plan(self, params: AcknowledgeParams, clients: Clients) -> Plan:
         current = await _store(clients).get(params.alert)
@@ -62,7 +74,10 @@ class Acknowledge(Action[AcknowledgeParams]):
             request={"command": ["HSET", ACKS_KEY, params.alert, value]},
             dangerous=False,
             confirm_word="yes",
-            preconditions=(Precondition(CURRENT, current.by if current else None),),
+            preconditions=(
+                Precondition(CURRENT, current.by if current else None),
+                Precondition(READ, None if current is None else dataclasses.asdict(current)),
+            ),
         )
 
     async def dry_run(self, plan: Plan, clients: Clients) -> Any:
@@ -81,7 +96,15 @@ class Acknowledge(Action[AcknowledgeParams]):
         at = time.time()
         until = at + float(clients.settings.alerts.ack_ttl)
         ack = Acknowledgement(plan.params["by"], at, plan.params.get("note", ""))
-        await _store(clients).put(plan.params["alert"], ack, until=until)
+        read = plan.expected(READ)
+        if read is None:
+            raise TargetChanged("the plan has no acknowledgement read to compare with")
+        expected = None if read.expected is None else Acknowledgement(**read.expected)
+        written, found = await _store(clients).put_if(
+            plan.params["alert"], ack, until=until, expected=expected
+        )
+        if not written:
+            raise TargetChanged(f"the alert was {_shown(found)} meanwhile")
         return {"acknowledged": plan.params["alert"], "by": ack.by, "at": at, "until": until,
                 "note": ack.note}  # fmt: skip
 

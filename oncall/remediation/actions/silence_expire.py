@@ -8,6 +8,11 @@ Plan: the silence as Alertmanager holds it (`GET /api/v2/silence/{id}`); an expi
 planned. Alertmanager keeps an expired silence listed (state `expired`) until its retention
 ends, which is what `verify` reads back.
 
+No Kubernetes Lease (`Action.unleased`): the write goes to Alertmanager alone, and the silence
+is read again just before the DELETE; of two processes expiring one silence at once, one ends
+it and the other is refused ("expired meanwhile") or told by Alertmanager that it has already
+expired. Works with no kubeconfig, or with the Kubernetes API down.
+
 Command-line equivalents: `amtool silence query -q ID`, `amtool silence expire ID`.
 """
 
@@ -60,6 +65,10 @@ async def _read(clients: Clients, silence_id: str) -> dict[str, Any]:
 class SilenceExpire(Action[SilenceExpireParams]):
     name = "silence-expire"
     params = SilenceExpireParams
+    unleased = (
+        "Alertmanager only; the silence is read again just before it is expired, and "
+        "expiring it twice ends it once"
+    )
 
     async def plan(self, params: SilenceExpireParams, clients: Clients) -> Plan:
         silence = await _read(clients, params.silence_id)
