@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from oncall.model.kube_names import DNS_SUBDOMAIN, NAME_MAX
+from oncall.model.kube_names import DNS_LABEL, DNS_SUBDOMAIN, LABEL_MAX, NAME_MAX
 
 #: What a number may look like when given as text: ASCII digits only. Python's int() and
 #: pydantic read every Unicode decimal digit (`int("٣") == 3`): a level typed in Arabic-Indic
@@ -56,11 +56,15 @@ class RebuildPodParams(ActionParams):
     """Evict one pod (UID precondition, PDBs honoured); its controller creates a replacement."""
 
     # A Kubernetes object name, as the API server checks it: the name is put in the eviction's
-    # URL path (`/pods/NAME/eviction`) and comes from an alert's labels through a runbook.
+    # URL path (`/pods/NAME/eviction`) and comes from an alert's labels through a runbook; the
+    # namespace too (`/namespaces/NS/…`), as a DNS label.
     pod: str = Field(
         min_length=1, max_length=NAME_MAX, pattern=DNS_SUBDOMAIN, description="A pod's name."
     )
-    namespace: str | None = Field(None, description="Namespace; default: kubernetes.namespace.")
+    namespace: str | None = Field(
+        None, min_length=1, max_length=LABEL_MAX, pattern=DNS_LABEL,
+        description="Namespace; default: kubernetes.namespace.",
+    )  # fmt: skip
     uid: str | None = Field(None, description="Expected pod UID (the precondition).")
 
 
@@ -78,8 +82,16 @@ class SetMaxNumSeqsParams(ActionParams):
         description="A Deployment's name.",
     )  # fmt: skip
     value: int = Field(ge=1, le=65536, description="New --max-num-seqs.")
-    container: str | None = Field(None, description="Container; default: the vLLM one.")
-    namespace: str | None = Field(None, description="Namespace; default: kubernetes.namespace.")
+    # Like the namespace, a name the API server checks (a DNS label): it selects the container
+    # whose args the JSON patch's paths point into, and may come from an alert's labels.
+    container: str | None = Field(
+        None, min_length=1, max_length=LABEL_MAX, pattern=DNS_LABEL,
+        description="Container; default: the vLLM one.",
+    )  # fmt: skip
+    namespace: str | None = Field(
+        None, min_length=1, max_length=LABEL_MAX, pattern=DNS_LABEL,
+        description="Namespace; default: kubernetes.namespace.",
+    )  # fmt: skip
     change_both: bool | None = Field(
         None,
         description="Also lower --max-num-active-seqs to the new value when it is above it "

@@ -13,6 +13,11 @@ from __future__ import annotations
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 NAME_MAX = 253
 
+#: A lowercase RFC 1123 label (namespaces, container names), as the API server validates them
+#: (apimachinery IsDNS1123Label / ValidateNamespaceName, ValidateContainer): at most `LABEL_MAX`.
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+LABEL_MAX = 63
+
 #: Any object's name in a field selector: no `,` `=` `!` `\` (the selector's own syntax) and
 #: no `/` `%` (not a path segment name, apimachinery IsValidPathSegmentName), at most 253.
 FIELD_NAME = r"^[^,=!\\/%\s]{1,253}$"

@@ -116,3 +116,45 @@ def test_kubernetes_names_pass(action: str, _argument: str, after: list[str]) ->
     for name in ("vllm-0", "vllm-7d9f8c-x2x4q", "a", "gpu-node.eu-1", "n" * 253):
         args = build_parser().parse_args(["remediate", action, name, *after])
         assert name in vars(args).values()
+
+
+#: What a DNS label (a namespace, a container's name) refuses beyond an object name's rules:
+#: a dot (a valid pod name, not a namespace) and 64 characters (a namespace is at most 63).
+HOSTILE_LABELS = [*HOSTILE_NAMES, "ai.prod", "n" * 64]
+LABELLED = [
+    ("rebuild-pod", "namespace", ["vllm-0"]),
+    ("set-max-num-seqs", "namespace", ["vllm", "8"]),
+    ("set-max-num-seqs", "container", ["vllm", "8"]),
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_LABELS)
+@pytest.mark.parametrize(("action", "option", "before"), LABELLED)
+def test_a_hostile_namespace_or_container_is_a_usage_error_naming_it(
+    action: str, option: str, before: list[str], name: str
+) -> None:
+    # `--namespace=-x`: a value that starts with a dash is the option's value, not an option.
+    ran = run_inprocess("remediate", action, "--dry-run", f"--{option}={name}", *before)
+    assert ran.code == 2, ran.output
+    assert ran.stdout == ""
+    assert f"error: argument --{option}: " in ran.stderr
+    assert "validation error" not in ran.stderr and "Traceback" not in ran.stderr
+    assert "\n" not in ran.stderr.rstrip("\n").splitlines()[-1] and len(ran.stderr) < 1000
+
+
+@pytest.mark.parametrize("name", HOSTILE_LABELS)
+@pytest.mark.parametrize(("action", "field", "before"), LABELLED)
+def test_a_hostile_namespace_or_container_fails_the_action_params(
+    action: str, field: str, before: list[str], name: str
+) -> None:
+    required = {"pod": "vllm-0"} if action == "rebuild-pod" else {"deployment": "vllm", "value": 8}
+    with pytest.raises(ValidationError) as caught:
+        ACTION_PARAMS[action].model_validate({**required, field: name})
+    assert [error["loc"] for error in caught.value.errors()] == [(field,)]
+
+
+@pytest.mark.parametrize(("action", "option", "before"), LABELLED)
+def test_namespaces_and_containers_pass(action: str, option: str, before: list[str]) -> None:
+    for name in ("ai", "vllm", "kube-system", "a", "n" * 63, "0"):
+        args = build_parser().parse_args(["remediate", action, f"--{option}", name, *before])
+        assert getattr(args, option) == name
