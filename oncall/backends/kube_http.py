@@ -12,6 +12,10 @@ and remediations need a dozen REST calls on JSON they read as dicts anyway.
   could act on an object the operator never saw.
 - Each exchange runs under httpx's phase timeouts and a whole-call `asyncio.timeout`, so a
   server that trickles its answer cannot outlast `timeout`.
+- Each answer is bounded (`MAX_ANSWER_BYTES`, received and inflated: `BoundedTransport` of
+  oncall/backends/answer_size.py, as for every HTTP backend): an API server, or a proxy
+  posing as one, that sends an endless body or a gzip bomb is a "bad payload" naming the
+  bound, not a process holding gigabytes.
 - One httpx pool per event loop (and client certificate): a writer opened under one
   `asyncio.run` and used under the next gets a fresh pool instead of a dead loop's sockets.
 
@@ -32,6 +36,7 @@ from typing import Any
 
 import httpx
 
+from oncall.backends.answer_size import ACCEPT_ENCODING, MIB, AnswerTooLarge, BoundedTransport
 from oncall.backends.kube_config import Credential, KubeConfigError, KubeConnection
 from oncall.errors import BackendError
 
@@ -64,6 +69,13 @@ def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | Non
 
 class KubeHttp:
     """Requests to one API server; `send` answers the response of any status."""
+
+    #: 256 MiB. Lists are paged (oncall/backends/kube.py: 500 items a page, ~1-2 MB), but a
+    #: server may ignore `limit` (aggregated APIs, some proxies) and send a whole list in one
+    #: answer: the drill's 5,000-pod fleet is 10-20 MB, and real pods with managedFields run
+    #: 10-20 KB each, so the 10,000 pods the reader reads at most (LIST_MAX_PAGES) can pass
+    #: 150 MB. 256 MiB lets that through with headroom, and still stops a bomb of gigabytes.
+    MAX_ANSWER_BYTES: int = 256 * MIB
 
     def __init__(self, conn: KubeConnection, *, timeout: float, target: str) -> None:
         self.conn = conn
@@ -111,12 +123,15 @@ class KubeHttp:
                 verify = self.conn.ssl_context(credential)
             except KubeConfigError as exc:
                 raise self.error("config", str(exc)) from exc
+        # The TLS context goes on the transport: a client given a transport does not pass
+        # its own `verify` on.
+        inner = httpx.AsyncHTTPTransport(verify=verify, trust_env=False)
         return httpx.AsyncClient(
             base_url=self.conn.server,
-            verify=verify,
             timeout=httpx.Timeout(self.timeout),
             trust_env=False,
-            headers={"User-Agent": USER_AGENT},
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING},
+            transport=BoundedTransport(inner, self.MAX_ANSWER_BYTES),
         )
 
     async def _pool(self, credential: Credential) -> httpx.AsyncClient:
@@ -173,6 +188,8 @@ class KubeHttp:
                 )  # fmt: skip
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise self.error("timeout", f"no answer within {self.timeout:g}s") from exc
+        except AnswerTooLarge as exc:
+            raise self.error("bad payload", str(exc)) from exc
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
         if response.status_code == 401:

@@ -22,7 +22,7 @@ import yaml
 
 from oncall.drill.kube_sim import KubeSim
 from tests.drill.kube.conftest import NS, Cluster, start_cluster
-from tests.harness.faults import refused_port, silent_listener
+from tests.harness.faults import kubeconfig_for, refused_port, silent_listener
 from tests.harness.servers import RunningServer
 
 #: The user the drill's kubeconfig authenticates as (SelfSubjectReview), i.e. `createdBy`.
@@ -98,17 +98,6 @@ def _expire_all(made: World) -> None:
             httpx.delete(f"{made.am}/api/v2/silence/{silence['id']}", trust_env=False)
 
 
-def dead_kubeconfig(path: Path, port: int) -> Path:
-    """A kubeconfig whose API server is 127.0.0.1:`port` (one that refuses, or never answers)."""
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "down",
-        "clusters": [{"name": "down", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
-        "contexts": [{"name": "down", "context": {"cluster": "down", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-    }))  # fmt: skip
-    return path
-
-
 @pytest.fixture(params=["no-kubeconfig", "api-refuses", "api-silent"])
 def kubeless(
     request: pytest.FixtureRequest,
@@ -121,10 +110,12 @@ def kubeless(
     with contextlib.ExitStack() as stack:
         kube: dict[str, Any] = {"kubeconfig": str(tmp_path / "no-such-kubeconfig"), "timeout": 1}
         if request.param == "api-refuses":
-            kube["kubeconfig"] = str(dead_kubeconfig(tmp_path / "kubeconfig", refused_port()))
+            server = f"https://127.0.0.1:{refused_port()}"
+            kube["kubeconfig"] = str(kubeconfig_for(tmp_path / "kubeconfig", server))
         elif request.param == "api-silent":
             port = stack.enter_context(silent_listener())
-            kube["kubeconfig"] = str(dead_kubeconfig(tmp_path / "kubeconfig", port))
+            server = f"https://127.0.0.1:{port}"
+            kube["kubeconfig"] = str(kubeconfig_for(tmp_path / "kubeconfig", server))
         made = _world(tmp_path, alertmanager_srv, redis_srv, kube, None)
         yield made
         _expire_all(made)

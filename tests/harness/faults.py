@@ -23,6 +23,9 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import yaml
 
 from tests.harness.processes import free_port
 
@@ -39,6 +42,18 @@ def silent_listener() -> Iterator[int]:
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
         yield sock.getsockname()[1]
+
+
+def kubeconfig_for(path: Path, server: str) -> Path:
+    """A kubeconfig whose one context's API server is `server` (a stub, a refusing port, a
+    listener that never answers), with a bearer token."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "stub",
+        "clusters": [{"name": "stub", "cluster": {"server": server}}],
+        "contexts": [{"name": "stub", "context": {"cluster": "stub", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))  # fmt: skip
+    return path
 
 
 #: An HTTP reply: status, content type, body.
