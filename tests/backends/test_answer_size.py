@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import tracemalloc
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,7 +23,7 @@ from oncall.backends.http import HttpBackend
 from oncall.backends.prometheus import PrometheusClient
 from oncall.backends.vllm import VllmClient
 from oncall.errors import BackendError
-from tests.harness.faults import gzip_bomb, http_stub, streaming_server
+from tests.harness.faults import gzip_bomb, http_stub, streaming_server, with_peak
 
 #: Generous: the guard, not the clock, must end each of these.
 TIMEOUT = 10.0
@@ -86,12 +85,7 @@ async def test_a_gzip_bomb_fails_near_the_bound_not_at_its_size(name: str) -> No
     kind, _ = call = CALLS[name]
     bomb = gzip_bomb(BOMB_MIB)
     with http_stub(200, bomb, "application/json", GZIP) as url:
-        tracemalloc.start()
-        try:
-            error = await _refused(url, call)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+        error, peak = await with_peak(_refused(url, call))
     assert _too_large(error, kind), error
     assert peak < 3 * kind.MAX_ANSWER_BYTES
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from oncall.backends.kube import KubeReader
 from oncall.backends.kube_http import KubeHttp
 from oncall.errors import BackendError
 from oncall.settings.model import KubernetesSettings
-from tests.harness.faults import gzip_bomb, http_stub, kubeconfig_for, streaming_server
+from tests.harness.faults import gzip_bomb, http_stub, kubeconfig_for, streaming_server, with_peak
 
 #: Generous: the bound, not the clock, must end each of these.
 TIMEOUT = 30.0
@@ -53,12 +52,7 @@ async def test_a_gzip_bomb_as_the_pod_list_fails_at_the_bound(tmp_path: Path) ->
     taken stays near the bound, not at the bomb's 512 MiB and more."""
     assert KubeHttp.MAX_ANSWER_BYTES == 256 * MIB
     with http_stub(200, gzip_bomb(512), "application/json", GZIP) as url:
-        tracemalloc.start()
-        try:
-            error = await _refused(tmp_path, url)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+        error, peak = await with_peak(_refused(tmp_path, url))
     assert _too_large(error, KubeHttp.MAX_ANSWER_BYTES), error
     assert peak < 3 * KubeHttp.MAX_ANSWER_BYTES
 

@@ -20,16 +20,19 @@ import socket
 import struct
 import threading
 import time
+import tracemalloc
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
 from tests.harness.processes import free_port
 
 MIB = 1 << 20
+T = TypeVar("T")
 
 
 def refused_port() -> int:
@@ -141,6 +144,17 @@ def streaming_server(
                 pass  # the client hung up mid-body: what it should do
 
     return _serving(Handler)
+
+
+async def with_peak(awaitable: Awaitable[T]) -> tuple[T, int]:
+    """What `awaitable` gives, and the most memory Python held while it ran (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        result = await awaitable
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak
 
 
 @functools.cache
