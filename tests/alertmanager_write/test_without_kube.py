@@ -189,3 +189,26 @@ def test_only_the_alertmanager_and_redis_actions_go_without_a_kubernetes_lease()
     """Every action that writes to the cluster still takes the Kubernetes Lease."""
     unleased = {name for name, a in registry.ACTIONS.items() if a.unleased is not None}
     assert unleased == {"silence", "silence-expire", "acknowledge"}
+
+
+@pytest.mark.parametrize("kubeless", ["api-refuses"], indirect=True)
+def test_an_alert_arriving_after_the_preview_refuses_the_silence(kubeless: World) -> None:
+    """The guard a silence has instead of a Lease: while the person reads the preview, another
+    alert the matchers select starts firing; the re-match just before the write finds it,
+    and the silence is refused rather than muting what the person never saw."""
+    kubeless.post_alerts({"alertname": "Shown", "pod": "vllm-0"})
+
+    def another_fires_then_yes(_output: str) -> str:
+        kubeless.post_alerts({"alertname": "Unseen", "pod": "vllm-0"})
+        return "yes"
+
+    ran = run_on_terminal(
+        kubeless.args("silence", "add", f'{{pod="vllm-0", case="{kubeless.case}"}}',
+                      "--comment", "c"),
+        [("to confirm", another_fires_then_yes)],
+    )  # fmt: skip
+    assert ran.code == 1, ran.output
+    assert "would now also mute 1 alert(s) not in the preview" in ran.output
+    assert 'alertname="Unseen"' in ran.output
+    assert kubeless.silences() == []
+    assert _audited(kubeless, "silence") == ["proposed", "approved", "refused"]
