@@ -20,7 +20,7 @@ from pydantic import Field
 from oncall.errors import BackendError
 from oncall.model.action_params import ActionParams
 from oncall.model.write_path import GuardVerdict, Plan, Precondition, Target
-from oncall.remediation.action import Action, PlanError, Say
+from oncall.remediation.action import Action, PlanError, Say, TargetChanged
 from oncall.remediation.clients import Clients
 
 #: The precondition: the note still reads what it read when planning.
@@ -40,7 +40,7 @@ class NoteStore:
 
     notes: dict[str, str] = field(default_factory=dict)
     #: Raised by the next write, once.
-    fail_next: BackendError | None = None
+    fail_next: BackendError | TargetChanged | None = None
     writes: list[tuple[str, str]] = field(default_factory=list)
     #: The threads the action's steps ran on.
     threads: set[int] = field(default_factory=set)

@@ -18,7 +18,7 @@ from oncall.cli.main import build_parser
 from oncall.cli.remediate_cmd import params_of
 from oncall.errors import BackendError
 from oncall.model.write_path import GuardVerdict, Preview, RemediationResult, render_preview
-from oncall.remediation.action import PlanError
+from oncall.remediation.action import PlanError, TargetChanged
 from tests.remediation.fakes import World, make_world
 from tests.remediation.note_action import SetNote
 
@@ -155,6 +155,41 @@ async def test_someone_elses_lease_refuses_the_preview_with_the_holder(
     assert outcome.refusal is not None and outcome.refusal.holder == "bob@ops-2"
     assert outcome.refusal.since is not None
     assert world.leases.taken == []
+
+
+async def test_an_unleased_action_takes_no_lease_and_says_what_guards_it(
+    note: SetNote, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone else holds the target's Lease: a Kubernetes action is refused (above); an
+    action whose writes go only to Alertmanager or Redis neither reads nor takes it."""
+    monkeypatch.setattr(note, "unleased", "an atomic write of its own")
+    world.leases.held_by = "bob@ops-2"
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    outcome = await world.remediator.run(plan, answer(True))
+    assert outcome.status == "verified", outcome.message
+    assert outcome.preview is not None
+    [lease] = [v for v in outcome.preview.verdicts if v.guard == "lease"]
+    assert (lease.ok, lease.reason) == (True, "no Kubernetes Lease: an atomic write of its own")
+    assert world.leases.taken == [] and world.leases.released == []
+
+
+async def test_a_lost_atomic_write_is_a_failed_precondition_not_a_breaker_failure(
+    note: SetNote, world: World
+) -> None:
+    note.store.fail_next = TargetChanged("the note was set by bob meanwhile")
+    plan = await world.remediator.plan("set-note", {"text": "x"})
+    outcome = await world.remediator.run(plan, answer(True))
+    assert outcome.status == "failed"
+    assert outcome.message == (
+        "failed (precondition), nothing changed: the note was set by bob meanwhile"
+    )
+    assert world.log.transitions() == ["proposed", "approved", "started", "failed"]
+    failed = world.log.lines[-1]
+    assert (failed["guard"], failed["outcome"]) == (
+        "precondition",
+        "the note was set by bob meanwhile",
+    )
+    assert world.breaker.failures == []
 
 
 async def test_a_two_person_action_waits_for_the_second_person(note: SetNote, world: World) -> None:
