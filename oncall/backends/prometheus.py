@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from oncall.backends.answer_size import AnswerTooLarge
 from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, decoded_in_thread, status_reason
 from oncall.model.metrics import Sample, Series
@@ -213,6 +214,8 @@ class PrometheusClient(HttpBackend):
     ) -> T:
         try:
             decoded_in_thread(response)
+        except AnswerTooLarge as exc:  # "answer larger than 64 MiB", as `exchange` says it
+            raise self._error("bad payload", str(exc)) from exc
         except httpx.DecodingError as exc:
             raise self._error("bad payload", f"{type(exc).__name__}: {exc}") from exc
         with collector_paused():
