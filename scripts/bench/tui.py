@@ -43,7 +43,7 @@ the child processes in tui_child.py (with the frame clock); the backends (promet
 test harness, hung listeners) in tui_backends.py.
 
     .venv/bin/python scripts/bench/tui.py [--runs 5] [--presses 300] [--minutes 10]
-        [--rss-against drill|prometheus] [--skip startup,pty,keys,contexts,rss]
+        [--rss-against drill|prometheus] [--skip startup,pty,keys,contexts,rss] [--why]
     .venv/bin/python scripts/bench/tui.py --contexts-hung [--presses 300]
 """
 
@@ -71,6 +71,11 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the RSS soak")
     parser.add_argument("--rss-against", choices=("drill", "prometheus"), default="drill")
     parser.add_argument("--skip", default="", help="comma-separated: startup,pty,keys,contexts,rss")
+    parser.add_argument(
+        "--why",
+        action="store_true",
+        help="part 2: print what ran during each press over 30 ms (tui_stalls.py)",
+    )
     parser.add_argument(
         "--contexts-hung",
         action="store_true",
@@ -101,7 +106,7 @@ def main() -> int:
             if "startup" not in skip:
                 baseline_mb = part_startup(directory, prometheus, args.runs, "pty" not in skip)
             if "keys" not in skip:
-                part_keys(directory, args.presses)
+                part_keys(directory, args.presses, why=args.why)
             if "contexts" not in skip:
                 within = part_contexts(directory, prometheus, args.presses)
             if "rss" not in skip:

@@ -1,7 +1,9 @@
 """Part 2 of `tui.py`: key press to repaint on the board while every backend hangs.
 
 Each press is timed from handing the key to Pilot until Textual hands the driver the frame
-that shows the moved cursor (tui_child.FrameLog); the baseline is a bare DataTable app.
+that shows the moved cursor (tui_child.FrameLog); the baseline is a bare DataTable app. The
+table counts the presses over SLOW_S too; with `--why`, what ran during each of them is
+printed after it (tui_stalls.py: collections, long callbacks, threads held off the lock).
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ from typing import TYPE_CHECKING, Any
 from scripts.bench.tui_backends import SilentListeners, write_config
 from scripts.bench.tui_child import FrameLog, is_frame, timed_oncall
 from scripts.bench.tui_common import HEIGHT, RUN_DEADLINE_S, WIDTH
+from scripts.bench.tui_stalls import Press, StallRecorder
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
     from textual.pilot import Pilot
     from textual.screen import Screen
     from textual.widgets import DataTable
+
+
+#: A press slower than this is counted (the budget is 50 ms; issue 15.2).
+SLOW_S = 0.030
 
 
 def _cursor_at(cursor: Callable[[], int], row: int) -> Callable[[], bool]:
@@ -34,8 +41,11 @@ async def press_loop(
     log: FrameLog,
     cursor: Callable[[], int],
     n: int,
+    presses: list[Press] | None = None,
 ) -> tuple[list[float], int]:
-    """Press down/up n times; seconds from each press to the frame showing the moved cursor."""
+    """Press down/up n times; seconds from each press to the frame showing the moved cursor.
+
+    With `presses`, each answered press is added to it (times and CPU, for `--why`)."""
     latencies: list[float] = []
     missed = 0
     loop = asyncio.get_running_loop()
@@ -43,12 +53,17 @@ async def press_loop(
         key, row = ("down", 1) if i % 2 == 0 else ("up", 0)
         future: asyncio.Future[float] = loop.create_future()
         log.waiter = (_cursor_at(cursor, row), future)
-        started = time.perf_counter()
+        started, cpu, loop_cpu = time.perf_counter(), time.process_time(), time.thread_time()
         press = asyncio.ensure_future(pilot.press(key))
         try:
-            latencies.append(await asyncio.wait_for(future, timeout=2.0) - started)
+            shown = await asyncio.wait_for(future, timeout=2.0)
         except TimeoutError:
             missed += 1
+        else:
+            latencies.append(shown - started)
+            if presses is not None:
+                spent = (time.process_time() - cpu, time.thread_time() - loop_cpu)
+                presses.append(Press(started, shown, *spent))
         await press
         log.waiter = None
     return latencies, missed
@@ -92,11 +107,14 @@ async def board_after_incident(
         yield app, pilot, table
 
 
-async def keys_oncall(config: Path, presses: int) -> tuple[list[float], int, int]:
+async def keys_oncall(
+    config: Path, presses: int, timeline: list[Press] | None = None
+) -> tuple[list[float], int, int]:
     log = FrameLog()
     board = board_after_incident(config, log, ready=lambda app: len(app.book.statuses) >= 2)
     async with board as (_app, pilot, table):
-        latencies, missed = await press_loop(pilot, log, lambda: table.cursor_row, presses)
+        cursor = lambda: table.cursor_row  # noqa: E731
+        latencies, missed = await press_loop(pilot, log, cursor, presses, timeline)
         return latencies, missed, table.row_count
 
 
@@ -134,12 +152,16 @@ def p99(values: list[float]) -> float:
     )
 
 
-def part_keys(directory: Path, presses: int) -> None:
+def part_keys(directory: Path, presses: int, why: bool = False) -> None:
+    """Part 2; with `why`, what ran during each press over SLOW_S (tui_stalls.py) too."""
+    timeline: list[Press] = []
+    recorder = StallRecorder()
     with SilentListeners(4) as silent:
         prometheus, dead = silent.backends()
         config = write_config(directory / "hung.yaml", prometheus, dead, directory)
         started = time.monotonic()
-        oncall, missed, rows = asyncio.run(keys_oncall(config, presses))
+        with recorder.installed() if why else contextlib.nullcontext(recorder):
+            oncall, missed, rows = asyncio.run(keys_oncall(config, presses, timeline))
         elapsed = time.monotonic() - started
         held = silent.accepted
     bare, bare_missed = asyncio.run(keys_bare(rows, presses))
@@ -148,7 +170,10 @@ def part_keys(directory: Path, presses: int) -> None:
         f"board, {rows} rows, {WIDTH}x{HEIGHT}; {held} connections held unanswered over "
         f"{elapsed:.0f} s"
     )
-    print(f"{'':34} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'p99 x base':>11} {'missed':>7}")
+    print(
+        f"{'':34} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'p99 x base':>11} {'missed':>7} "
+        f"{'> 30 ms':>8}"
+    )
     base = p99(bare)
     for name, values, lost in (
         ("baseline: bare app + DataTable", bare, bare_missed),
@@ -156,6 +181,18 @@ def part_keys(directory: Path, presses: int) -> None:
     ):
         print(
             f"{name:34} {statistics.median(values) * 1000:7.1f} {p99(values) * 1000:7.1f} "
-            f"{max(values) * 1000:7.1f} {p99(values) / base:11.2f} {lost:7d}"
+            f"{max(values) * 1000:7.1f} {p99(values) / base:11.2f} {lost:7d} "
+            f"{sum(v > SLOW_S for v in values):8d}"
         )
+    # CPU time: what the app's own work cost each press, whatever else the machine ran.
+    loop_cpu = [p.loop_cpu * 1000 for p in timeline]
+    process_cpu = max(p.process_cpu for p in timeline) * 1000
+    print(
+        f"oncall, CPU per press: loop thread p99 {p99(loop_cpu):.1f} ms, max {max(loop_cpu):.1f}"
+        f" ms; process max {process_cpu:.1f} ms; presses with loop CPU over {SLOW_S * 1000:g}"
+        f" ms: {sum(c > SLOW_S * 1000 for c in loop_cpu)}"
+    )
     print()
+    if why:
+        recorder.explain(timeline, SLOW_S)
+        print()
