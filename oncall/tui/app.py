@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.command import Provider
@@ -36,6 +37,7 @@ from oncall.service.sources import (
 from oncall.settings import Settings
 from oncall.tui import contexts_view
 from oncall.tui.board import BoardScreen
+from oncall.tui.collector import TICK_S, CollectorPacing
 from oncall.tui.commands import (
     CommandLineScreen,
     ContextScreen,
@@ -128,6 +130,8 @@ class OncallApp(App[None]):
         self._history_asked_at: float | None = None
         self._history_running = False
         self._warmed = False
+        #: Full garbage collections at idle moments, not during a key press (collector.py).
+        self.collector = CollectorPacing()
         #: The incident screen's charts (tests hand in fakes); None: each screen opens its own.
         self.chart_source: ChartSource | None = None
 
@@ -164,6 +168,8 @@ class OncallApp(App[None]):
         # `oncall` starts with the garbage collector off (oncall.cli.main): on again now. A
         # no-op where it was never off (tests, embedding).
         gc.enable()
+        self.collector.install()
+        self.set_interval(TICK_S, self.collector.tick, name="collector")
         # The first refresh imports httpx and parses the rule files in a thread; started
         # before the first frame it would take the interpreter lock from it.
         for context, source in self.alerts_sources.items():
@@ -190,7 +196,13 @@ class OncallApp(App[None]):
             description="import the incident and audit screens and the checklist machinery",
         )
 
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.InputEvent):
+            self.collector.input()
+        await super().on_event(event)
+
     async def on_unmount(self) -> None:
+        self.collector.uninstall()
         closers = [source.aclose for source in self.alerts_sources.values()]
         for closer in (*closers, self.checklists.aclose):
             with contextlib.suppress(Exception):

@@ -256,7 +256,9 @@ class BoardScreen(Screen[None]):
         else:
             self._update_cells(table, rows)
         self._keys, self._cells = keys, dict(rows)
-        self.query_one("#board-status", Static).update(self.status_line())
+        # One line high whatever it says (oncall.tcss): no layout of the whole screen for it,
+        # once a second with the ages (what a key press would wait behind).
+        self.query_one("#board-status", Static).update(self.status_line(), layout=False)
 
     def _update_cells(
         self, table: DataTable[Text], rows: list[tuple[str, tuple[Cell, ...]]]

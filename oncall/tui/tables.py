@@ -10,12 +10,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.widgets import DataTable, Input
+
+#: How many rendered cells, and rendered rows and lines, a table keeps (Textual's own: 10,000
+#: and 1,000). Every key of those caches holds the table's update count, so each `update_cell`
+#: (the ages, once a second) leaves every entry stale, kept until the cache is full: up to
+#: ~100,000 objects that every full garbage collection walks while a key waits
+#: (oncall.tui.collector). These hold what a frame of a tall terminal shows, several times.
+CELL_CACHE = 2000
+LINE_CACHE = 250
 
 
 def new_table(table_id: str, columns: Iterable[tuple[str, str]]) -> DataTable[Text]:
     """A row-cursor table with these (column key, header) columns."""
     table: DataTable[Text] = DataTable(id=table_id, cursor_type="row")
+    # Private attributes of the pinned Textual (8.2.8); tests/tui/test_collector.py checks
+    # that they are still there.
+    table._cell_render_cache = LRUCache(CELL_CACHE)
+    table._row_render_cache = LRUCache(LINE_CACHE)
+    table._row_renderable_cache = LRUCache(LINE_CACHE)
+    table._line_cache = LRUCache(LINE_CACHE)
     for key, label in columns:
         table.add_column(label, key=key)
     return table
