@@ -29,6 +29,8 @@ PENDING, FIRING, MARKER = "░", "▓", "▲"
 MIN_FULL_WIDTH, MIN_FULL_HEIGHT = 60, 8
 
 Cell = tuple[str, str | None]
+#: (operator, number): `(">", 0.9)`, or `("<", 0.8)` when below it is unhealthy.
+Threshold = tuple[str, float]
 Row = list[Cell]
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from oncall.errors import BackendError
 from oncall.model.alerts import AlertRule
-from oncall.model.chart import ChartData, Marker, low_is_bad
+from oncall.model.chart import ChartData, Marker, Threshold, low_is_bad
 from oncall.model.checklist_events import EvidenceValue, StepResult
 from oncall.model.metrics import Series
 from oncall.settings import Settings
@@ -188,7 +188,7 @@ def action_markers(lines: Iterable[LogLine], alert: str, start: float, end: floa
     )
 
 
-def evidence_threshold(item: EvidenceValue) -> tuple[str, float] | None:
+def evidence_threshold(item: EvidenceValue) -> Threshold | None:
     """The threshold an evidence chart draws: `(">", t)`, or `("<", t)` when below it is
     unhealthy; None when the threshold is not a number."""
     limit = item.threshold
@@ -226,12 +226,7 @@ class ChartSource(Protocol):
         ...
 
     async def query_chart(
-        self,
-        title: str,
-        query: str,
-        threshold: tuple[str, float] | None,
-        window_s: float,
-        unit: str | None,
+        self, title: str, query: str, threshold: Threshold | None, window_s: float, unit: str | None
     ) -> ChartData:
         """Any PromQL series (a step's evidence) over the last `window_s`, judged against
         `threshold` (operator, number: `("<", 0.8)` when below it is unhealthy)."""
@@ -291,12 +286,7 @@ class LiveCharts:
         )
 
     async def query_chart(
-        self,
-        title: str,
-        query: str,
-        threshold: tuple[str, float] | None,
-        window_s: float,
-        unit: str | None,
+        self, title: str, query: str, threshold: Threshold | None, window_s: float, unit: str | None
     ) -> ChartData:
         end = self.now()
         start, step = end - window_s, step_for(window_s)

@@ -22,7 +22,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 from oncall.model.alerts import AlertRule
-from oncall.model.chart import ChartData
+from oncall.model.chart import ChartData, Threshold
 from oncall.model.checklist_events import StepResult
 from oncall.service.charts import (
     DEFAULT_WINDOW,
@@ -39,7 +39,7 @@ FOLLOW_EVERY_S = 15.0
 FOLLOW_FOR_S = 300.0
 NAMES = list(WINDOWS)
 #: One evidence chart to ask for: label, PromQL, threshold, unit.
-Wanted = tuple[str, str, tuple[str, float] | None, str | None]
+Wanted = tuple[str, str, Threshold | None, str | None]
 
 
 def chart_source(widget: Widget, settings: Settings) -> tuple[ChartSource, bool]:

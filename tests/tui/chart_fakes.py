@@ -9,7 +9,7 @@ repaints ask nothing.
 from __future__ import annotations
 
 from oncall.model.alerts import AlertRule
-from oncall.model.chart import ChartData, Marker
+from oncall.model.chart import ChartData, Marker, Threshold
 from tests.tui.fakes import FakeClock
 
 
@@ -36,12 +36,7 @@ class FakeCharts:
         return ChartData(rule.name, start, end, tuple(points), rule.threshold, periods, (marker,))
 
     async def query_chart(
-        self,
-        title: str,
-        query: str,
-        threshold: tuple[str, float] | None,
-        window_s: float,
-        unit: str | None,
+        self, title: str, query: str, threshold: Threshold | None, window_s: float, unit: str | None
     ) -> ChartData:
         self.query_calls.append((query, window_s))
         end = self.clock()
