@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import json
+import threading
+import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from oncall.checklist.engine import run_checklist
 from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook, runbook_files
-from oncall.checklist.matching import best_match, matching_runbooks
+from oncall.checklist.matching import Matched, best_match, matching_runbooks
 from oncall.errors import ConfigError, Problem, UsageError
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import ChecklistEvent
 from oncall.probes.base import Facts
 from oncall.probes.context import ProbeContext
 from oncall.settings import Settings
-from oncall.settings.yaml_marks import load_marked_yaml
+from oncall.settings.yaml_marks import current_limits, load_marked_yaml
 
 CHECKOUT_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 
@@ -41,20 +42,92 @@ def find_runbook(settings: Settings, alert: str, labels: Mapping[str, str] | Non
         for ext in (".yaml", ".yml"):
             if (folder / f"{alert}{ext}").is_file():
                 return folder / f"{alert}{ext}"
-    # Each file is read once for both searches below (a cold `oncall check` of an alert
-    # whose runbook is found by `match:` read every runbook four times: ~0.2 s of CPU).
-    read = functools.cache(load_marked_yaml)
-    for folder in dirs:
-        for file in runbook_files([folder]):
-            doc, problems = read(file)
-            if not problems and doc.data.get("alert") == alert:
-                return file
-    matched = best_match(matching_runbooks(runbook_files(dirs), read),
-                         {**(labels or {}), "alertname": alert})  # fmt: skip
+    entries = RUNBOOK_INDEX.entries(dirs)
+    for file, entry in entries:
+        if entry.alert == alert:
+            return file
+    candidates = [dataclasses.replace(e.matched, path=f) for f, e in entries if e.matched]
+    matched = best_match(candidates, {**(labels or {}), "alertname": alert})
     if matched is not None:
         return matched
     searched = ", ".join(str(d) for d in runbook_dirs(settings))
     raise UsageError(f"no runbook for alert {alert!r} in {searched}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Entry:
+    """What `find_runbook` needs of one runbook file: its `alert:` and its `match:`."""
+
+    alert: object
+    matched: Matched | None
+
+
+class RunbookIndex:
+    """Each runbook file's `alert:` and `match:`, parsed once while the file is unchanged.
+
+    The app looks up the runbook of every label-matched alert it runs a checklist for, and
+    parsing all the runbooks costs ~60 ms of CPU each time (24 times a minute in the fleet
+    soak). A file is parsed again when its stat (mtime, ctime, size, inode) or the YAML
+    limits change; the files are listed again on every call, so an added or removed file
+    is seen at once. Keyed on absolute paths: `runbooks` means another folder after a chdir.
+    """
+
+    #: Folder lists remembered (one per settings in practice; tests make many).
+    MAX_LISTS = 16
+
+    def __init__(self) -> None:
+        self._by_dirs: dict[tuple[Path, ...], dict[Path, tuple[object, _Entry]]] = {}
+        self.parses = 0  # files parsed, for tests and benchmarks
+        self._lock = threading.Lock()  # lookups run in threads (`asyncio.to_thread`)
+
+    def entries(self, dirs: list[Path]) -> list[tuple[Path, _Entry]]:
+        """Every runbook file under `dirs`, in search order, with its entry."""
+        key = tuple(d.absolute() for d in dirs)
+        limits = current_limits()
+        with self._lock:
+            old = self._by_dirs.pop(key, {})
+            fresh: dict[Path, tuple[object, _Entry]] = {}
+            found = []
+            for file in runbook_files(dirs):
+                stamp = _stamp(file, limits)
+                absolute = file.absolute()
+                cached = old.get(absolute)
+                if cached is not None and stamp is not None and cached[0] == stamp:
+                    entry = cached[1]
+                else:
+                    entry = self._parse(file)
+                fresh[absolute] = (stamp, entry)
+                found.append((file, entry))
+            self._by_dirs[key] = fresh  # only files listed now: removed ones are forgotten
+            while len(self._by_dirs) > self.MAX_LISTS:
+                del self._by_dirs[next(iter(self._by_dirs))]
+            return found
+
+    def _parse(self, file: Path) -> _Entry:
+        self.parses += 1
+        doc, problems = load_marked_yaml(file)
+        matched = matching_runbooks([file], lambda _: (doc, problems))
+        alert = doc.data.get("alert") if not problems else None
+        return _Entry(alert, matched[0] if matched else None)
+
+
+RUNBOOK_INDEX = RunbookIndex()
+#: A file modified this recently is parsed again on the next lookup (see `_stamp`).
+RACY_NS = 2_000_000_000
+
+
+def _stamp(file: Path, limits: object) -> object:
+    """What says `file` is unchanged since it was parsed; None (parse it every time) for a
+    file gone since listed (the read reports it) or modified too recently to tell: a second
+    write of the same size in the same timestamp tick would not change the stat (the
+    "racy git" problem), and a file a second old will soon be cached anyway."""
+    try:
+        st = file.stat()
+    except OSError:
+        return None
+    if time.time_ns() - st.st_mtime_ns < RACY_NS:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, limits)
 
 
 def _distinct(dirs: list[Path]) -> list[Path]:
