@@ -23,6 +23,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.worker import Worker
 
 from oncall.errors import OncallError
 from oncall.service.audit_view import (
@@ -221,7 +222,12 @@ class AuditScreen(Screen[None]):
             else:
                 self.post_message(answer(result, None))
 
-        self.run_worker(work(), name=group, group=group, exclusive=True, exit_on_error=False)
+        # The function, not a coroutine made now: a worker replaced in the same loop step (`r`
+        # twice) is cancelled before it runs, and its coroutine would be dropped never awaited.
+        # (Typed: from a callable alone mypy infers no result type for Textual's WorkType.)
+        _worker: Worker[None] = self.run_worker(
+            work, name=group, group=group, exclusive=True, exit_on_error=False
+        )
 
     def action_reload(self) -> None:
         """`r`: read the records (for the current filter) and verify the chain, both anew."""

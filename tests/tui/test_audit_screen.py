@@ -3,7 +3,9 @@ disk that is then tampered with. Snapshots at 100x30 and 80x24 from fixed record
 
 from __future__ import annotations
 
+import gc
 import json
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,6 +255,27 @@ async def test_r_reads_the_log_and_verifies_again() -> None:
         await until(pilot, lambda: "BROKEN" in text_of(screen, "#audit-chain"), "the break")
         assert audit.calls.count("verify") == 2
         assert "✗ BROKEN at record 4: hash does not match" in text_of(screen, "#audit-chain")
+
+
+async def test_a_reload_replaced_before_it_started_leaves_no_coroutine_never_awaited() -> None:
+    """`r` twice in one loop step: the first reload's workers are cancelled before their
+    tasks ever ran, and no coroutine of theirs is dropped unawaited (Python's RuntimeWarning
+    would be printed over the terminal)."""
+    audit = FakeAudit()
+    app = audit_app(audit)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = await open_audit(pilot)
+        audit.calls.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            screen.action_reload()
+            screen.action_reload()
+            await until(pilot, lambda: screen.loaded, "the second reload's answers")
+            await until(pilot, lambda: not any(w.group.startswith("audit-") for w in app.workers),
+                        "the workers ended")  # fmt: skip
+            gc.collect()
+        assert sorted(audit.calls) == ["records", "verify"]  # the second reload alone ran
+        assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
 
 async def test_an_unreadable_log_is_said_not_fatal() -> None:
