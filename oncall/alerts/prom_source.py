@@ -10,6 +10,7 @@ the rule's `for` changed while the alert was active.
 from __future__ import annotations
 
 import re
+import sys
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -67,7 +68,13 @@ def instances_of(rule: dict[str, Any], now: float) -> list[AlertInstance]:
     instances = []
     for alert in rule.get("alerts") or []:
         state: AlertStateName = "firing" if alert.get("state") == "firing" else "pending"
-        labels = {k: str(v) for k, v in (alert.get("labels") or {}).items() if k != "alertname"}
+        # Interned: a fleet's 5,000 instances repeat a few namespaces, jobs and label names,
+        # and the board holds two refreshes' instances at once (one copy of each string).
+        labels = {
+            sys.intern(k): sys.intern(str(v))
+            for k, v in (alert.get("labels") or {}).items()
+            if k != "alertname"
+        }
         active_since = parse_time(alert.get("activeAt"))
         fires_in = firing_for = None
         if active_since is not None:

@@ -197,3 +197,15 @@ def test_countdown_never_exceeds_the_rules_for() -> None:
     assert instance.fires_in_s == 4.0
     (later,) = instances_of(rule, now + 1.25)
     assert later.fires_in_s == pytest.approx(3.0)
+
+
+def test_instances_of_two_decodes_share_their_label_strings() -> None:
+    """The board holds two refreshes' instances at once, each decoded anew: a fleet's 5,000
+    instances repeat a few label names and values, held once (interned), not once each."""
+    import json
+
+    answer = '{"name": "R", "alerts": [{"state": "firing", "labels": {"namespace": "ai-fleet"}}]}'
+    (a,), (b,) = instances_of(json.loads(answer), 0.0), instances_of(json.loads(answer), 0.0)
+    assert a.labels == b.labels == {"namespace": "ai-fleet"}
+    ((key_a, value_a),), ((key_b, value_b),) = a.labels.items(), b.labels.items()
+    assert key_a is key_b and value_a is value_b
