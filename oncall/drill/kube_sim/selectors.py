@@ -150,7 +150,8 @@ def _unescape(value: str) -> str:
         elif char == "\\":
             escaped = True
         elif char in ",=":
-            raise bad_request(f"invalid field selector: unescaped character in value: {char}")
+            # Upstream formats the rune with %v: its code point, "61" for "=".
+            raise bad_request(f"invalid field selector: unescaped character in value: {ord(char)}")
         else:
             out.append(char)
     if escaped:
