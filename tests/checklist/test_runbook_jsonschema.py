@@ -59,6 +59,10 @@ BROKEN = {
     "no alert": GOOD.replace("alert: Demo\n", ""),
     "bad remediation action": GOOD + "remediations:\n  x:\n    action: reboot\n    title: X\n",
     "concurrency out of range": GOOD + "concurrency: 99\n",
+    "evidence side neither above nor below": GOOD.replace(
+        "    timeout: 8s\n",
+        "    timeout: 8s\n    evidence: [{label: Pods, value: facts.count, bad: under}]\n",
+    ),
 }
 
 
