@@ -1,17 +1,31 @@
-"""The audit record's copy in the team Redis Stream: one XADD per record, never trimmed.
+"""The audit record's copies outside the local log: the team Redis Stream and Kubernetes Events.
 
-The entry is `anchor.stream_fields(record)`: the record's fields as text plus `log_id`, so the
-cross-check of `oncall audit verify` finds a copy by log id + seq. No MAXLEN: trimming would
-erase the anchor, and the shipped ACL (deploy/redis/) leaves operators XADD only on the key;
-retention is the Redis administrator's, who keeps the entries-added counter honest.
+The Stream entry is `anchor.stream_fields(record)`: the record's fields as text plus `log_id`,
+so the cross-check of `oncall audit verify` finds a copy by log id + seq. No MAXLEN: trimming
+would erase the anchor, and the shipped ACL (deploy/redis/) leaves operators XADD only on the
+key; retention is the Redis administrator's, who keeps the entries-added counter honest.
+
+For a Kubernetes target the executor also writes each transition as an Event on it
+(`audit.kube_events`), so `kubectl describe` shows who did what. A copy that fails is a
+problem to show, never fatal: the local record is written first and stays the evidence.
 """
 
 from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
 
 from oncall.audit.anchor import stream_fields
 from oncall.audit.records import Record
 from oncall.backends.redis import RedisClient
 from oncall.backends.redis_write import RedisWriter
+from oncall.errors import BackendError
+from oncall.model.write_path import Plan
+
+if TYPE_CHECKING:  # only for the annotation: `oncall audit acknowledge` needs no kube client
+    from oncall.remediation.clients import Clients
+
+MIRROR_TIMEOUT_S = 2.0
 
 
 async def mirror_to_stream(writer: RedisWriter, stream: str, record: Record) -> str:
@@ -22,3 +36,27 @@ async def mirror_to_stream(writer: RedisWriter, stream: str, record: Record) -> 
 async def mirror_with_client(client: RedisClient, stream: str, record: Record) -> str:
     """The same through a read client's connection (for `oncall audit acknowledge`)."""
     return await mirror_to_stream(RedisWriter(client), stream, record)
+
+
+async def mirror_record(clients: Clients, record: Record, plan: Plan, holder: str) -> str | None:
+    """Copy one of the executor's records to the Stream and as an Event on the plan's target,
+    as the settings ask, within MIRROR_TIMEOUT_S; the problem when a copy failed, else None."""
+    audit = clients.settings.audit
+    try:
+        async with asyncio.timeout(MIRROR_TIMEOUT_S):
+            if audit.redis_stream:
+                await mirror_to_stream(clients.redis_writer(), audit.redis_stream, record)
+            if audit.kube_events and plan.target.namespace:
+                kube = await clients.kube_writer()
+                message = f"oncall {record['transition']}: {plan.summary} by {holder}"
+                await kube.create_event(
+                    plan.target.namespace,
+                    {"kind": plan.target.kind, "name": plan.target.name,
+                     "uid": plan.target.uid or "",
+                     "apiVersion": "apps/v1" if plan.target.kind == "Deployment" else "v1"},
+                    reason=f"Oncall{record['transition'].title().replace('_', '')}",
+                    message=message[:1000],
+                )  # fmt: skip
+    except (BackendError, TimeoutError) as exc:
+        return f"record {record['seq']}: {exc}"
+    return None

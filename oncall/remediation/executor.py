@@ -14,7 +14,9 @@ Audit transitions: `proposed` (plan and preview), `refused` (with the guard: rea
 permission, rate limit, circuit breaker, lease, two-person, precondition, terminal),
 `declined`, `approved`, `started`, `succeeded` / `failed`, `verified`, `rolled_back`. Each
 record also goes to the team's Redis Stream and, for Kubernetes targets, as an Event on the
-target; a mirror that fails is noted, never fatal, and never loses the local record.
+target (`audit_mirror`); a mirror that fails is noted, never fatal, and never loses the local
+record. The dry run's refusal and the re-check before the write are `preconditions`; the
+approver's side of the two-person rule is `approval`, what undoes an action is `rollback`.
 
 The lifecycle runs on the caller's event loop (the app's, or the CLI's); only the audit log's
 fsynced append leaves it, in a thread (`asyncio.to_thread`), so no write holds up a key press.
@@ -31,14 +33,12 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from oncall.audit.log import AuditLog
 from oncall.audit.records import AuditError, actor_now, new_action_id, secrets_of
 from oncall.errors import BackendError
-from oncall.model.action_params import ACTION_PARAMS
 from oncall.model.write_path import (
     Confirm,
     GuardVerdict,
@@ -50,60 +50,18 @@ from oncall.model.write_path import (
     render_preview,
 )
 from oncall.remediation import registry
-from oncall.remediation.action import PlanError, TargetChanged
-from oncall.remediation.audit_mirror import mirror_to_stream
+from oncall.remediation.action import TargetChanged
+from oncall.remediation.approval import ApprovalConfirm, approval_record, decide
+from oncall.remediation.audit_mirror import mirror_record
+from oncall.remediation.audit_trail import Log, Run
 from oncall.remediation.clients import Clients
-from oncall.remediation.context_guard import (
-    check_rollback_context,
-    cluster_of,
-    context_refusal,
-    stamped,
-)
+from oncall.remediation.context_guard import cluster_of, context_refusal, stamped
 from oncall.remediation.guards import read_only_guard
 from oncall.remediation.lease import TargetLease, holder_identity
 from oncall.remediation.policy import APPROVAL_TIMEOUT_S, Guards
+from oncall.remediation.preconditions import dry_run_refusal, recheck
+from oncall.remediation.rollback import undo_of
 from oncall.settings import Settings
-
-MIRROR_TIMEOUT_S = 2.0
-
-
-#: The approver's typed confirmation: shown the requester's preview and the word to type.
-ApprovalConfirm = Callable[[str, str], Awaitable[bool]]
-
-
-class Log(Protocol):
-    """What the executor needs of the audit log (oncall.audit.log.AuditLog)."""
-
-    @property
-    def path(self) -> Any: ...
-
-    def append(self, **fields: Any) -> dict[str, Any]: ...
-
-    def records(self) -> Iterator[dict[str, Any]]: ...
-
-
-@runtime_checkable
-class VerifiableLog(Protocol):
-    """A log whose hash chain can be checked (AuditLog): what `rollback_plan` plans from."""
-
-    def verify(self) -> Any: ...  # a report with `ok` and `problems` (oncall.audit.chain)
-
-
-@dataclass
-class _Run:
-    """One action's id and the audit records written for it so far."""
-
-    action_id: str
-    plan: Plan
-    preview: Preview | None = None
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    def end(
-        self, status: OutcomeStatus, message: str, refusal: GuardVerdict | None = None
-    ) -> Outcome:
-        return Outcome(
-            self.action_id, status, message, self.plan, self.preview, refusal, tuple(self.records)
-        )
 
 
 class Remediator:
@@ -191,7 +149,7 @@ class Remediator:
     # -- audit -----------------------------------------------------------------------------
 
     async def _record(
-        self, run: _Run, transition: str, *, mirror: bool = True, **fields: Any
+        self, run: Run, transition: str, *, mirror: bool = True, **fields: Any
     ) -> dict[str, Any]:
         plan = run.plan
         # The append fsyncs: in a thread, so the caller's loop (the app's) keeps answering.
@@ -212,24 +170,9 @@ class Remediator:
         return record
 
     async def _mirror(self, record: dict[str, Any], plan: Plan) -> None:
-        stream = self.settings.audit.redis_stream
-        try:
-            async with asyncio.timeout(MIRROR_TIMEOUT_S):
-                if stream:
-                    await mirror_to_stream(self.clients.redis_writer(), stream, record)
-                if self.settings.audit.kube_events and plan.target.namespace:
-                    kube = await self.clients.kube_writer()
-                    message = f"oncall {record['transition']}: {plan.summary} by {self.holder}"
-                    await kube.create_event(
-                        plan.target.namespace,
-                        {"kind": plan.target.kind, "name": plan.target.name,
-                         "uid": plan.target.uid or "",
-                         "apiVersion": "apps/v1" if plan.target.kind == "Deployment" else "v1"},
-                        reason=f"Oncall{record['transition'].title().replace('_', '')}",
-                        message=message[:1000],
-                    )  # fmt: skip
-        except (BackendError, TimeoutError) as exc:
-            self.mirror_errors.append(f"record {record['seq']}: {exc}")
+        problem = await mirror_record(self.clients, record, plan, self.holder)
+        if problem is not None:
+            self.mirror_errors.append(problem)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -246,14 +189,7 @@ class Remediator:
             dry_run = await registry.action_named(plan.action).dry_run(plan, self.clients)
         except BackendError as exc:
             dry_run = {"error": str(exc)}
-            if exc.reason == "forbidden":
-                reason = f"Kubernetes refused the dry run: {exc.detail}"
-                verdicts.append(GuardVerdict("permission", False, reason, {}))
-            elif exc.reason in ("conflict", "invalid", "not found"):
-                reason = f"the target is not as planned: {exc.detail or exc.reason}"
-                verdicts.append(GuardVerdict("precondition", False, reason, {}))
-            else:
-                verdicts.append(GuardVerdict("dry run", False, str(exc), {}))
+            verdicts.append(dry_run_refusal(exc))
         verdicts.append(await self.guards.rate.check(plan.target.key))
         verdicts.append(await self.guards.breaker.check())
         verdicts.append(await self._lease_verdict(plan))
@@ -281,7 +217,7 @@ class Remediator:
         `extra` verdicts come from the caller (the CLI's "is there a terminal to ask on").
         """
         say = progress or (lambda _text: None)
-        run = _Run(new_action_id(), plan)
+        run = Run(new_action_id(), plan)
         elsewhere = context_refusal(plan, self.settings)
         if elsewhere is not None:  # recorded here only: no client of this context is used
             await self._record(
@@ -333,7 +269,7 @@ class Remediator:
             finally:
                 await lease.release(plan)
         if rollback_of and done.status == "verified":
-            original = _Run(rollback_of, plan)
+            original = Run(rollback_of, plan)
             await self._record_after(
                 original, say, "rolled_back", outcome=done.message,
                 detail={"by_action": done.action_id},
@@ -343,33 +279,9 @@ class Remediator:
         return done
 
     async def rollback_plan(self, action_id: str) -> Plan:
-        """The plan that undoes a verified action: the same action back to the old value.
-
-        Only from a log whose hash chain verifies: a record edited to say another "old value"
-        must not become a change to production.
-        """
-        if not isinstance(self.log, VerifiableLog):
-            raise PlanError(f"the audit log {self.log.path} cannot be verified: rollback refused")
-        report = await asyncio.to_thread(self.log.verify)
-        if not report.ok:
-            problems = "; ".join(str(p) for p in report.problems[:3])
-            raise PlanError(
-                f"the audit log {self.log.path} does not verify ({problems}): rollback refused; "
-                "see `oncall audit verify`"
-            )
-        records = [r for r in self.log.records() if r.get("action_id") == action_id]
-        proposed = next((r for r in records if r.get("transition") == "proposed"), None)
-        if proposed is None:
-            raise PlanError(f"no action {action_id} in the audit log {self.log.path}")
-        check_rollback_context(proposed, self.settings)
-        if not any(r.get("transition") in ("verified", "succeeded") for r in records):
-            raise PlanError(f"action {action_id} never ran: nothing to roll back")
-        if any(r.get("transition") == "rolled_back" for r in records):
-            raise PlanError(f"action {action_id} was rolled back already")
-        undo = (proposed.get("detail") or {}).get("undo")
-        if not undo:
-            raise PlanError(f"{proposed.get('action')} cannot be rolled back (no previous value)")
-        return await self.plan(str(proposed["action"]), dict(undo))
+        """The plan that undoes a verified action: the same action back to the old value, only
+        from a log whose hash chain verifies (`rollback.undo_of`)."""
+        return await self.plan(*await undo_of(self.log, self.settings, action_id))
 
     @property
     def person(self) -> str:
@@ -385,51 +297,26 @@ class Remediator:
         the requester's preview and the word to type) returns True. Audited in this log too.
         """
         await self.identify()
-        request, refused = await self.guards.two_person.pending(action_id, self.person)
-        if refused is None:
-            read_only = read_only_guard(self.settings, flag=self.read_only_flag)
-            refused = read_only if not read_only.ok else None
-        if refused is None and self.kube_user is None:
-            why = self.actor.get("kube_error") or "SelfSubjectReview gave no username"
-            reason = f"an approval needs an identity authenticated by Kubernetes: {why}"
-            refused = GuardVerdict("two-person", False, reason, {})
-        if refused is None and not await confirm(
-            request.get("preview", ""), request.get("confirm_word", "yes")
-        ):
-            refused = GuardVerdict("two-person", False, "not confirmed: nothing was approved", {})
-        verdict = refused or await self.guards.two_person.approve(action_id, self.person)
-        await self._approval_record(action_id, request, verdict)
+        unauthenticated = None
+        if self.kube_user is None:
+            unauthenticated = self.actor.get("kube_error") or "SelfSubjectReview gave no username"
+        request, verdict = await decide(
+            self.guards.two_person, action_id, self.person, confirm,
+            read_only=read_only_guard(self.settings, flag=self.read_only_flag),
+            unauthenticated=unauthenticated,
+        )  # fmt: skip
+        fields = approval_record(
+            action_id, request, verdict, actor=self.actor, approver=self.person
+        )
+        await asyncio.to_thread(self.log.append, **fields)  # fsyncs: off the loop
         return verdict
 
-    async def _approval_record(
-        self, action_id: str, request: dict[str, str], verdict: GuardVerdict
-    ) -> None:
-        """The approver's own record of approving (or being refused) another's action."""
-        try:
-            target = json.loads(request.get("target_json") or "{}")
-        except ValueError:
-            target = {}
-        fields: dict[str, Any] = {"guard": verdict.guard, "outcome": verdict.reason}
-        if verdict.ok:
-            fields = {}
-        action = request.get("action")
-        await asyncio.to_thread(
-            self.log.append,
-            action_id=action_id,
-            transition="approved" if verdict.ok else "refused",
-            action=action if action in ACTION_PARAMS else None,
-            target=target or {"label": request.get("target")},
-            actor=self.actor,
-            detail={"approval_of": request.get("requester"), "approver": self.person},
-            **fields,
-        )
-
-    async def _execute(self, run: _Run, say: Progress) -> Outcome:
+    async def _execute(self, run: Run, say: Progress) -> Outcome:
         plan = run.plan
         action = registry.action_named(plan.action)
-        recheck = await self._recheck(plan)
-        if not recheck.ok:
-            return await self._refuse(run, recheck)
+        seen = await recheck(plan, self.clients, self.alert_still_firing)
+        if not seen.ok:
+            return await self._refuse(run, seen)
         verdicts = [
             await self.guards.rate.check(plan.target.key),
             await self.guards.breaker.check(),
@@ -490,7 +377,7 @@ class Remediator:
         )  # fmt: skip
         return self._end(run, "verified" if verified else "unverified", detail)
 
-    async def _record_after(self, run: _Run, say: Progress, transition: str, **fields: Any) -> None:
+    async def _record_after(self, run: Run, say: Progress, transition: str, **fields: Any) -> None:
         """An outcome record after the change ran: one that cannot be written is shown at once
         and does not stop the verification (the change happened either way)."""
         try:
@@ -500,26 +387,13 @@ class Remediator:
             self.audit_incomplete.append(text)
             say(f"AUDIT INCOMPLETE: {text}")
 
-    def _end(self, run: _Run, status: OutcomeStatus, message: str) -> Outcome:
+    def _end(self, run: Run, status: OutcomeStatus, message: str) -> Outcome:
         if self.audit_incomplete:
             message += " — audit incomplete: the change is not fully recorded"
         return run.end(status, message)
 
-    async def _refuse(self, run: _Run, verdict: GuardVerdict) -> Outcome:
+    async def _refuse(self, run: Run, verdict: GuardVerdict) -> Outcome:
         await self._record(
             run, "refused", guard=verdict.guard, outcome=verdict.reason, detail=verdict.detail
         )
         return run.end("refused", f"refused ({verdict.guard}): {verdict.reason}", verdict)
-
-    async def _recheck(self, plan: Plan) -> GuardVerdict:
-        """The world as the person saw it: the alert still firing, the target unchanged."""
-        if self.alert_still_firing is not None and not await self.alert_still_firing():
-            return GuardVerdict("precondition", False, "the alert is no longer firing", {})
-        action = registry.action_named(plan.action)
-        try:
-            changed = await action.changed_since_plan(plan, self.clients)
-        except BackendError as exc:
-            return GuardVerdict("precondition", False, f"cannot re-read the target: {exc}", {})
-        if changed:
-            return GuardVerdict("precondition", False, changed, {})
-        return GuardVerdict("precondition", True, "unchanged", {})
