@@ -5,8 +5,9 @@ does (or, plainly, that only the local chain could be checked).
 The records and the verification come from an `AuditSource` (a worker reads the file in a
 thread and posts the result back as a message); the screen only renders. `/` filters by words
 and `since:1h`, enter opens the highlighted record as indented JSON, `r` reads the log again,
-esc closes the details, then the filter, then the screen. The chain's state is said in a colour
-and with a symbol, so it reads the same with NO_COLOR.
+esc closes the details, then the filter, then the screen. What each part says is
+oncall/tui/audit_render.py: the chain's state in a colour and with a symbol, so it reads the
+same with NO_COLOR.
 """
 
 from __future__ import annotations
@@ -26,43 +27,13 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker
 
 from oncall.errors import OncallError
-from oncall.service.audit_view import (
-    AuditPage,
-    AuditRow,
-    AuditSource,
-    ChainStatus,
-    parse_query,
-)
+from oncall.service.audit_view import AuditPage, AuditSource, ChainStatus, parse_query
 from oncall.settings import Settings
+from oncall.tui.audit_render import COLUMNS, chain_text, record_cells, status_text
 from oncall.tui.banner import banners
-from oncall.tui.paint import styled
 from oncall.tui.tables import cursor_key, leave_filter, new_table
 
 T = TypeVar("T")
-
-COLUMNS = (
-    ("seq", "Seq"),
-    ("time", "Time (UTC)"),
-    ("user", "User"),
-    ("transition", "Transition"),
-    ("action", "Action"),
-    ("target", "Target"),
-    ("alert", "Alert"),
-    ("outcome", "Outcome"),
-)
-#: Long cells are cut so that one odd record does not push the others off the screen.
-WIDTHS = {"target": 32, "alert": 24, "outcome": 40}
-
-TRANSITION_COLOUR = {
-    "succeeded": "success",
-    "verified": "success",
-    "approved": "primary",
-    "started": "primary",
-    "failed": "error",
-    "refused": "warning",
-    "declined": "warning",
-    "rolled_back": "warning",
-}
 
 
 @dataclass
@@ -93,36 +64,6 @@ class AuditDetails(Message):
 
 def _describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, OncallError) else f"{type(exc).__name__}: {exc}"
-
-
-def _cut(text: str, width: int | None) -> str:
-    text = " ".join(text.split())
-    if width is not None and len(text) > width:
-        return text[: width - 1] + "…"
-    return text
-
-
-def chain_parts(chain: ChainStatus) -> list[tuple[str, str]]:
-    """The chain's state as (text, theme colour) parts: intact, broken, incomplete actions."""
-    records = f"{chain.count} record{'' if chain.count == 1 else 's'}"
-    if not chain.ok:
-        where = f" at {chain.where}" if chain.where else ""
-        parts = [(f"✗ BROKEN{where}: {chain.problem}", "error")]
-    elif not chain.exists:
-        parts = [(f"○ no audit log yet at {chain.path}", "foreground-muted")]
-    else:
-        parts = [(f"✓ chain intact: {records}", "success")]
-    if chain.problems > 1:
-        parts.append((f"{chain.problems} problems (oncall audit verify lists them)", "error"))
-    if chain.incomplete:
-        count = len(chain.incomplete)
-        parts.append((f"! {count} action{'' if count == 1 else 's'} incomplete", "warning"))
-    # As `oncall audit verify` says it: a local chain that checks out proves little by itself.
-    if chain.local_only is not None:
-        parts.append((f"? local chain only: {chain.local_only}", "warning"))
-    elif chain.anchor is not None:
-        parts.append((f"anchor: {chain.anchor}", "foreground-muted"))
-    return parts
 
 
 class AuditScreen(Screen[None]):
@@ -278,35 +219,13 @@ class AuditScreen(Screen[None]):
 
     # -- rendering --------------------------------------------------------------------------
 
-    def cells(self, row: AuditRow) -> list[Text]:
-        if row.problem is not None:
-            texts = ["✗", "", "", "", "", "", "", row.outcome]
-            return [styled(self.app, text, "error", bold=True) for text in texts]
-        values = {
-            "seq": str(row.seq) if row.seq is not None else "?",
-            "time": row.time,
-            "user": row.user,
-            "transition": row.transition,
-            "action": row.action,
-            "target": row.target,
-            "alert": row.alert,
-            "outcome": row.outcome,
-        }
-        out = []
-        for key, _ in COLUMNS:
-            colour = TRANSITION_COLOUR.get(row.transition) if key == "transition" else None
-            if key == "outcome" and row.outcome.startswith("guard:"):
-                colour = "warning"
-            out.append(styled(self.app, _cut(values[key], WIDTHS.get(key)), colour))
-        return out
-
     def show_rows(self) -> None:
         table: DataTable[Text] = self.query_one("#audit-records", DataTable)
         selected = self.selected_key()
         table.clear()
         rows = self.page.rows if self.page is not None else ()
         for row in rows:
-            table.add_row(*self.cells(row), key=row.key)
+            table.add_row(*record_cells(self.app, row), key=row.key)
         keys = [row.key for row in rows]
         if selected in keys:
             table.move_cursor(row=keys.index(selected), animate=False)
@@ -315,43 +234,11 @@ class AuditScreen(Screen[None]):
 
     def show_chain(self) -> None:
         line = self.query_one("#audit-chain", Static)
-        if self.chain_error is not None:
-            line.update(
-                styled(self.app, f"? cannot verify the chain: {self.chain_error}", "warning")
-            )
-        elif self.chain is None:
-            line.update("… verifying the chain")
-        else:
-            text = Text(end="")
-            for i, (part, colour) in enumerate(chain_parts(self.chain)):
-                if i:
-                    text.append(" · ")
-                text.append_text(styled(self.app, part, colour, bold=colour == "error"))
-            line.update(text)
-
-    def status_line(self) -> str:
-        parts: list[str] = []
-        if self.list_error is not None:
-            parts.append(f"cannot read the audit log: {self.list_error}")
-        elif self.page is None:
-            parts.append("reading…")
-        else:
-            page = self.page
-            if page.matched == page.total:
-                parts.append(f"{page.total} record{'' if page.total == 1 else 's'}")
-            else:
-                parts.append(f"{page.matched} of {page.total} records match")
-            if len(page.rows) < page.matched:
-                parts.append(f"newest {len(page.rows)} shown")
-            parts.append("newest first")
-        if self.filter:
-            parts.append(f"filter {self.filter!r}")
-        if self.query_error is not None:
-            parts.append(self.query_error)
-        return " · ".join(parts)
+        line.update(chain_text(self.app, self.chain, self.chain_error))
 
     def show_status(self) -> None:
-        self.query_one("#audit-status", Static).update(self.status_line())
+        line = status_text(self.page, self.list_error, self.filter, self.query_error)
+        self.query_one("#audit-status", Static).update(line)
 
     def selected_key(self) -> str | None:
         return cursor_key(self.query_one("#audit-records", DataTable))
