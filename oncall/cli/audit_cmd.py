@@ -150,35 +150,27 @@ def render_table(lines: list[LogLine]) -> str:
     from oncall.audit.query import text_of
     from oncall.service.audit_view import row_of
 
-    contexts = [text_of(line.record.get("context")) if line.record else "" for line in lines]
-    header = (
-        "SEQ", "TIME (UTC)", "USER", "TRANSITION", "ACTION", "CONTEXT", "TARGET", "ALERT",
-        "OUTCOME",
-    )  # fmt: skip
+    # Decided first, so that a table without the column never builds its cells.
+    with_context = any(line.record and text_of(line.record.get("context")) for line in lines)
+    header = ("SEQ", "TIME (UTC)", "USER", "TRANSITION", "ACTION",
+              *(("CONTEXT",) if with_context else ()), "TARGET", "ALERT", "OUTCOME")  # fmt: skip
     rows: list[tuple[str, ...]] = [header]
-    for line, context in zip(lines, contexts, strict=True):
+    for line in lines:
         row = row_of(line.number, line.record, line.problem)
         if row.problem is not None:
             # Untruncated, in the last column, so it does not widen the others.
             rows.append(("-", *[""] * (len(header) - 2), row.outcome))
             continue
+        context: tuple[str, ...] = ()
+        if with_context:
+            context = (text_of(line.record.get("context")) if line.record else "",)
         cells = (
-            str(row.seq),
-            row.time,
-            row.user,
-            row.transition,
-            row.action,
-            context,
-            row.target,
-            row.alert,
-            row.outcome,
-        )
+            str(row.seq), row.time, row.user, row.transition, row.action, *context, row.target,
+            row.alert, row.outcome,
+        )  # fmt: skip
         rows.append(
             tuple(_cell(c, TABLE_WIDTHS.get(h)) for c, h in zip(cells, header, strict=True))
         )
-    if not any(contexts):
-        at = header.index("CONTEXT")
-        rows = [row[:at] + row[at + 1 :] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     text = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
