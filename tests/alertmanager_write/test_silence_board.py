@@ -11,7 +11,6 @@ step is in the audit log.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,10 +45,7 @@ def _transitions(world: World, action: str) -> list[str]:
 async def slowly(pilot: Pilot[None], predicate: Callable[[], bool], what: str) -> None:
     """`until`, with time for the first action's imports (the executor, the Kubernetes
     client: seconds on a loaded machine) and its round trips to three servers."""
-    deadline = time.monotonic() + SLOW_S
-    while not predicate():
-        assert time.monotonic() < deadline, f"never happened within {SLOW_S:g}s: {what}"
-        await pilot.pause(0.05)
+    await until(pilot, predicate, what, within=SLOW_S, interval=0.05)
 
 
 SLOW_S = 90.0

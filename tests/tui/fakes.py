@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from oncall.model.checklist_events import (
 )
 from oncall.settings import Settings
 from oncall.tui.app import OncallApp
+from tests.harness.pilot import until as pilot_until
 
 if TYPE_CHECKING:
     from textual.pilot import Pilot
@@ -295,17 +295,21 @@ def make_app(
 UNTIL_S = 15.0
 
 
-async def until(pilot: Pilot[Any], predicate: Callable[[], bool], what: str) -> None:
-    """Let the app process messages until `predicate` holds, for at most UNTIL_S seconds.
+async def until(
+    pilot: Pilot[Any],
+    predicate: Callable[[], bool],
+    what: str,
+    *,
+    within: float = UNTIL_S,
+    interval: float = 0.01,
+) -> None:
+    """Let the app process messages until `predicate` holds, for at most `within` seconds: the
+    harness's `until` (tests/harness/pilot.py) in the argument order of these tests.
 
     Each round waits for the screen's pending messages and for the loop to go idle; some
     answers come from worker threads (file reads), so the bound is time, not rounds: a loaded
     machine must not turn a slow thread into a failure."""
-    deadline = time.monotonic() + UNTIL_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened within {UNTIL_S:g}s: {what}")
-        await pilot.pause(0.01)
+    await pilot_until(pilot, what, predicate, within, interval)
 
 
 def p99_script(*gates: asyncio.Event) -> Script:

@@ -81,20 +81,8 @@ def sim_factory(directory: Path, *base_args: str) -> Iterator[Callable[..., SimP
             stop_sim(sim)
 
 
-def wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 async def await_until(predicate: Callable[[], Awaitable[T]], within: float, what: str) -> T:
-    """Async `wait_until`: poll for at most `within` seconds."""
+    """Poll `predicate` until it returns something truthy; fail after `within` seconds."""
     deadline = time.monotonic() + within
     while True:
         value = await predicate()
