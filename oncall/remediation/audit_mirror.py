@@ -20,9 +20,9 @@ from oncall.audit.records import Record
 from oncall.backends.redis import RedisClient
 from oncall.backends.redis_write import RedisWriter
 from oncall.errors import BackendError
-from oncall.model.write_path import Plan
 
-if TYPE_CHECKING:  # only for the annotation: `oncall audit acknowledge` needs no kube client
+if TYPE_CHECKING:  # only for annotations: `oncall audit acknowledge` needs no kube client
+    from oncall.model.write_path import Plan
     from oncall.remediation.clients import Clients
 
 MIRROR_TIMEOUT_S = 2.0
