@@ -1,4 +1,4 @@
-"""Kubernetes, mutating: delete a pod, patch a Deployment, take a Lease, write an Event.
+"""Kubernetes, mutating: delete a pod, patch a Deployment, write an Event (Leases: kube_leases).
 
 Only the remediation layer may import this module (an import-linter contract); nothing here asks
 for confirmation or writes audit records, the remediation executor does both before it calls in.
@@ -7,8 +7,9 @@ has no flag for), `kubectl patch deployment NAME --type=json -p '[…]'`, `kubec
 deployment NAME`, `kubectl create -f event.yaml`, `kubectl auth can-i VERB RESOURCE`.
 
 `KubeWriter` is a `KubeReader` (same kubeconfig loading, same bounded httpx exchange, JSON
-bodies as dicts) that can also write: the REST calls kubectl makes, with the content type each
-verb needs (`application/json-patch+json`, `application/merge-patch+json`), `dryRun=All` for
+bodies as dicts) that can also write, Leases included (`LeaseCalls`, mixed in from
+oncall/backends/kube_leases.py): the REST calls kubectl makes, with the content type each verb
+needs (`application/json-patch+json`, `application/merge-patch+json`), `dryRun=All` for
 server-side dry runs and `fieldManager=oncall`. A write is sent once: a retried DELETE or PATCH
 could act on an object the operator never saw.
 
@@ -31,8 +32,7 @@ import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from oncall.backends.kube import (
@@ -46,6 +46,7 @@ from oncall.backends.kube import (
     pod_ready,
     rollout_status_of,
 )
+from oncall.backends.kube_leases import LeaseCalls
 from oncall.errors import BackendError
 
 FIELD_MANAGER = "oncall"
@@ -59,18 +60,6 @@ _FORBIDDEN = re.compile(
     r'(?: in the namespace "(?P<namespace>[^"]*)"| (?P<cluster>at the cluster scope))?'
 )
 _PATCH_TEST_HINT = "a `test` op did not match: the Deployment changed since it was read"
-
-
-@dataclass(frozen=True)
-class LeaseResult:
-    """The outcome of `acquire_lease`: ours now, or who holds it and since when."""
-
-    acquired: bool
-    holder: str | None
-    since: datetime | None  # the holder's acquireTime
-    expires: datetime | None  # renewTime + leaseDurationSeconds, by our clock
-    previous_holder: str | None = None  # whose expired lease we took over
-    detail: str = ""
 
 
 def forbidden_detail(message: str) -> str:
@@ -95,23 +84,7 @@ async def _poll(step: Callable[[], Awaitable[bool]], within: float, interval: fl
                 await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
 
 
-def _now() -> datetime:
-    # MicroTime needs six fractional digits; isoformat() drops them when microsecond == 0.
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond or 1)
-
-
-def _micro_time(value: Any) -> datetime | None:
-    """A Lease's MicroTime (text or datetime) as an aware datetime; None when absent."""
-    try:
-        parsed = value if isinstance(value, datetime) else datetime.fromisoformat(str(value or ""))
-    except ValueError:
-        return None
-    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return parsed.replace(microsecond=parsed.microsecond or 1)
-
-
-class KubeWriter(KubeReader):
+class KubeWriter(KubeReader, LeaseCalls):
     """A KubeReader that may also change the cluster; every call bounded, none retried."""
 
     def _status_error(self, status: int, body: bytes) -> BackendError:
@@ -291,86 +264,6 @@ class KubeWriter(KubeReader):
         await _poll(step, timeout, interval)
         return found[0] if found else None
 
-    # -- leases -------------------------------------------------------------------------------
-
-    async def acquire_lease(
-        self, namespace: str, name: str, holder: str, duration_s: int
-    ) -> LeaseResult:
-        """Take the Lease `name` for `holder`, or say who holds it.
-
-        Create it; if it exists, held by someone else and not expired (renewTime +
-        leaseDurationSeconds, by our clock), refuse. Expired or ours: replace it carrying its
-        resourceVersion, so that of two operators racing only one wins (409 → refused).
-        """
-        now = _now()
-        spec = {
-            "holderIdentity": holder,
-            "leaseDurationSeconds": duration_s,
-            "acquireTime": now,
-            "renewTime": now,
-            "leaseTransitions": 0,
-        }
-        body = {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
-        expires = now + timedelta(seconds=duration_s)
-        try:
-            await self._write("POST", _leases(namespace), body)
-            return LeaseResult(True, holder, now, expires)
-        except BackendError as exc:
-            if exc.reason != "conflict":
-                raise
-        current = await self._get(_leases(namespace, name))
-        held = _lease_view(current)
-        ours = held.holder == holder
-        theirs = not ours and bool(held.holder)
-        if theirs and held.expires is not None and held.expires > now:
-            return LeaseResult(False, held.holder, held.since, held.expires, detail="held")
-        old_spec = current.get("spec") or {}
-        spec["leaseTransitions"] = int(old_spec.get("leaseTransitions") or 0) + int(not ours)
-        if ours and held.since is not None:
-            spec["acquireTime"] = held.since  # a renewal keeps the original acquire time
-        current["spec"] = {**old_spec, **spec}
-        try:
-            await self._write("PUT", _leases(namespace, name), current)
-        except BackendError as exc:
-            if exc.reason != "conflict":
-                raise
-            now_held = _lease_view(await self._get(_leases(namespace, name)))
-            return LeaseResult(
-                False, now_held.holder, now_held.since, now_held.expires, detail=exc.detail
-            )
-        return LeaseResult(
-            True,
-            holder,
-            _micro_time(spec["acquireTime"]),
-            expires,
-            previous_holder=held.holder if theirs else None,
-        )
-
-    async def _read_lease(self, namespace: str, name: str) -> Obj | None:
-        try:
-            lease: Obj = await self._get(_leases(namespace, name))
-        except BackendError as exc:
-            if exc.reason == "not found":
-                return None
-            raise
-        return lease
-
-    async def lease_holder(self, namespace: str, name: str) -> LeaseResult | None:
-        """Who holds the Lease `name`, since and until when (read only); None if there is none."""
-        current = await self._read_lease(namespace, name)
-        return None if current is None else _lease_view(current)
-
-    async def release_lease(self, namespace: str, name: str, holder: str) -> bool:
-        """Delete the Lease if `holder` holds it (resourceVersion precondition); else False."""
-        current = await self._read_lease(namespace, name)
-        if current is None or (current.get("spec") or {}).get("holderIdentity") != holder:
-            return False
-        version = (current.get("metadata") or {}).get("resourceVersion")
-        options = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        body = {**options, "preconditions": {"resourceVersion": version}} if version else options
-        await self._write("DELETE", _leases(namespace, name), body)
-        return True
-
     # -- events, access reviews, configmaps -------------------------------------------------------
 
     async def self_subject_review(self) -> Obj:
@@ -450,10 +343,6 @@ class KubeWriter(KubeReader):
         )
 
 
-def _leases(namespace: str, *name: str) -> str:
-    return apis("coordination.k8s.io/v1", namespace, "leases", *name)
-
-
 def _causes(body: Any) -> str:
     """The `details.causes` messages of a Status body, joined ("" when none)."""
     try:
@@ -461,16 +350,3 @@ def _causes(body: Any) -> str:
         return "; ".join(str(c.get("message")) for c in causes if c.get("message"))
     except (TypeError, ValueError, AttributeError):
         return ""
-
-
-def _lease_view(lease: Obj) -> LeaseResult:
-    """Who holds a Lease, since when, and until when (not acquired: a description)."""
-    spec = lease.get("spec") or {}
-    renewed = _micro_time(spec.get("renewTime")) or _micro_time(spec.get("acquireTime"))
-    duration = spec.get("leaseDurationSeconds")
-    # The apiserver never expires a Lease: expiry is the clients' computation (clock skew!).
-    # Without a renew time or a duration nothing proves it is held: it counts as expired.
-    expires = renewed + timedelta(seconds=int(duration)) if renewed and duration else None
-    return LeaseResult(
-        False, spec.get("holderIdentity"), _micro_time(spec.get("acquireTime")), expires
-    )

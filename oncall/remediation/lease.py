@@ -10,7 +10,7 @@ rebuilt at once.
 The preview only reads who holds them (a person is not asked to confirm what would be
 refused); the executor takes them after the confirmation and releases them when the action has
 ended — only if this process still holds them (re-read, compared, then deleted with a
-resourceVersion precondition, oncall/backends/kube_write.py). A Lease left behind by a crash
+resourceVersion precondition, oncall/backends/kube_leases.py). A Lease left behind by a crash
 expires by itself after `guards.lease_duration`.
 """
 

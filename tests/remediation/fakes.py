@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, cast
 
-from oncall.backends.kube_write import KubeWriter, LeaseResult
+from oncall.backends.kube_leases import LeaseResult
+from oncall.backends.kube_write import KubeWriter
 from oncall.model.write_path import GuardVerdict
 from oncall.remediation.clients import Clients
 from oncall.remediation.executor import Remediator
