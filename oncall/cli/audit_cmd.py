@@ -137,18 +137,11 @@ def _selected(audit: LiveAudit, args: argparse.Namespace) -> list[LogLine]:
     return lines
 
 
-def _cell(text: str, width: int | None) -> str:
-    text = " ".join(text.split())
-    if width is not None and len(text) > width:
-        return text[: width - 1] + "…"
-    return text
-
-
 def render_table(lines: list[LogLine]) -> str:
     """The records as columns; CONTEXT (before TARGET, which it scopes) only when a record has
     one: a log of one cluster (no `contexts:`) keeps its narrower table."""
     from oncall.audit.query import text_of
-    from oncall.service.audit_view import row_of
+    from oncall.service.audit_view import cut, row_of
 
     # Decided first, so that a table without the column never builds its cells.
     with_context = any(line.record and text_of(line.record.get("context")) for line in lines)
@@ -168,9 +161,7 @@ def render_table(lines: list[LogLine]) -> str:
             str(row.seq), row.time, row.user, row.transition, row.action, *context, row.target,
             row.alert, row.outcome,
         )  # fmt: skip
-        rows.append(
-            tuple(_cell(c, TABLE_WIDTHS.get(h)) for c, h in zip(cells, header, strict=True))
-        )
+        rows.append(tuple(cut(c, TABLE_WIDTHS.get(h)) for c, h in zip(cells, header, strict=True)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     text = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows

@@ -192,6 +192,18 @@ def row_of(number: int, record: Record | None, problem: str | None = None) -> Au
     )
 
 
+def cut(text: str, width: int | None) -> str:
+    """A row's field as one line for a column `width` wide (None: any width), "…" where cut.
+
+    The audit screen and `oncall audit list` cut the same way: one odd record (a long target, a
+    multi-line outcome) must not push the other columns away.
+    """
+    text = " ".join(text.split())
+    if width is not None and len(text) > width:
+        return text[: width - 1] + "…"
+    return text
+
+
 def chain_status(path: str, exists: bool, report: VerifyReport) -> ChainStatus:
     """A `VerifyReport` (already masked) as the screen shows it."""
     first = report.breaks[0] if report.breaks else None

@@ -12,7 +12,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import App
 
-from oncall.service.audit_view import AuditPage, AuditRow, ChainStatus
+from oncall.service.audit_view import AuditPage, AuditRow, ChainStatus, cut
 from oncall.tui.paint import styled
 
 COLUMNS = (
@@ -38,13 +38,6 @@ TRANSITION_COLOUR = {
     "declined": "warning",
     "rolled_back": "warning",
 }
-
-
-def cut(text: str, width: int | None) -> str:
-    text = " ".join(text.split())
-    if width is not None and len(text) > width:
-        return text[: width - 1] + "…"
-    return text
 
 
 def chain_parts(chain: ChainStatus) -> list[tuple[str, str]]:
