@@ -23,6 +23,7 @@ from oncall.model.matchers import MatcherError, Selection, parse_selection, stat
 from oncall.settings import Settings
 from oncall.tui import contexts_view
 from oncall.tui.banner import ContextBanner, banners
+from oncall.tui.board_table import CellBatchTable, CellChange
 from oncall.tui.format import (
     STATE_COLOUR,
     STATE_SYMBOL,
@@ -168,7 +169,7 @@ class BoardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
-        yield new_table("alerts", self.columns)
+        yield new_table("alerts", self.columns, CellBatchTable)
         yield Static("waiting for the first refresh…", id="board-status", markup=False)
         yield Input(placeholder='filter: words, or severity="page" team=~"infer.*"', id="filter")
         yield Footer()
@@ -243,7 +244,7 @@ class BoardScreen(Screen[None]):
         """Bring the table and the status line up to date with the book."""
         if not self._composed:
             return
-        table: DataTable[Text] = self.query_one("#alerts", DataTable)
+        table = self.query_one("#alerts", CellBatchTable)
         rows = self.rows()
         keys = [key for key, _ in rows]
         if keys != self._keys:
@@ -261,9 +262,10 @@ class BoardScreen(Screen[None]):
         self.query_one("#board-status", Static).update(self.status_line(), layout=False)
 
     def _update_cells(
-        self, table: DataTable[Text], rows: list[tuple[str, tuple[Cell, ...]]]
+        self, table: CellBatchTable, rows: list[tuple[str, tuple[Cell, ...]]]
     ) -> None:
-        """The cells that changed, in place, each column fitted to its cells once.
+        """The cells that changed, in place, each column fitted to its cells once; one batch,
+        so that the table renders again only those cells (oncall.tui.board_table).
 
         DataTable measures a whole column again for each cell it is asked to fit that is
         narrower than the column: asked for every changed cell, a board of 200 rules whose
@@ -283,8 +285,10 @@ class BoardScreen(Screen[None]):
                         widest[column] = (width, len(changed))
                     changed.append((key, column, self._text(cell)))
         fit = {index for _, index in widest.values()}
-        for index, (key, column, text) in enumerate(changed):
-            table.update_cell(key, column, text, update_width=index in fit)
+        batch: list[CellChange] = [
+            (key, column, text, index in fit) for index, (key, column, text) in enumerate(changed)
+        ]
+        table.update_cells(batch)
 
     def status_line(self) -> str:
         book = self.book

@@ -15,16 +15,22 @@ from textual.widgets import DataTable, Input
 
 #: How many rendered cells, and rendered rows and lines, a table keeps (Textual's own: 10,000
 #: and 1,000). Every key of those caches holds the table's update count, so each `update_cell`
-#: (the ages, once a second) leaves every entry stale, kept until the cache is full: up to
-#: ~100,000 objects that every full garbage collection walks while a key waits
-#: (oncall.tui.collector). These hold what a frame of a tall terminal shows, several times.
+#: (the incident screen's step times, once a second) leaves every entry stale, kept until the
+#: cache is full: up to ~100,000 objects that every full garbage collection walks while a key
+#: waits (oncall.tui.collector). These hold what a frame of a tall terminal shows, several
+#: times. (The board's ages drop only their own entries: oncall.tui.board_table.)
 CELL_CACHE = 2000
 LINE_CACHE = 250
 
 
-def new_table(table_id: str, columns: Iterable[tuple[str, str]]) -> DataTable[Text]:
-    """A row-cursor table with these (column key, header) columns."""
-    table: DataTable[Text] = DataTable(id=table_id, cursor_type="row")
+def new_table(
+    table_id: str,
+    columns: Iterable[tuple[str, str]],
+    kind: type[DataTable[Text]] = DataTable,
+) -> DataTable[Text]:
+    """A row-cursor table with these (column key, header) columns; `kind` a subclass of
+    DataTable (the board's `CellBatchTable`)."""
+    table = kind(id=table_id, cursor_type="row")
     # Private attributes of the pinned Textual (8.2.8); tests/tui/test_collector.py checks
     # that they are still there.
     table._cell_render_cache = LRUCache(CELL_CACHE)
