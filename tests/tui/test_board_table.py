@@ -5,6 +5,8 @@ scrolled into view later. And the private parts of Textual it relies on, pinned.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -76,6 +78,15 @@ async def settled(pilot: Pilot[None]) -> None:
     await pilot.pause()
 
 
+@contextlib.asynccontextmanager
+async def two_tables() -> AsyncIterator[tuple[TwoTables, Pilot[None]]]:
+    """The two tables on a 60x20 screen, their rows shown."""
+    app = TwoTables()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await settled(pilot)
+        yield app, pilot
+
+
 class Renders:
     """Counts the cells the app renders through rich (DataTable renders a cell as a `Styled`
     with the console's `render_lines`, which its padding calls again; a cached cell is not
@@ -95,16 +106,12 @@ class Renders:
 async def test_a_batch_renders_only_its_cells_and_shows_them_the_rest_unchanged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    app = TwoTables()
-    async with app.run_test(size=(60, 20)) as pilot:
-        await settled(pilot)
+    async with two_tables() as (app, pilot):
         before = shown(app.ours)
         assert before == shown(app.plain)
         assert before[2].split() == ["row01", "1s", "ok"]  # the header, then row 0
         renders = Renders(app, monkeypatch)
-        app.ours.update_cells(
-            [("r01", "age", Text("11s"), True), ("r03", "note", Text("no"), True)]
-        )
+        app.change([("r01", "age", "11s", True), ("r03", "note", "no", True)], plain=False)
         await settled(pilot)
         assert renders.count == 2  # the two cells, nothing else
         after = shown(app.ours)
@@ -126,9 +133,7 @@ async def test_a_batch_renders_only_its_cells_and_shows_them_the_rest_unchanged(
 async def test_a_cell_wider_than_its_column_grows_the_column_for_every_row(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    app = TwoTables()
-    async with app.run_test(size=(60, 20)) as pilot:
-        await settled(pilot)
+    async with two_tables() as (app, pilot):
         wide = "a much longer age"
         changes = [("r02", "age", wide, True), ("r04", "age", "40s", True)]
         renders = Renders(app, monkeypatch)
@@ -154,9 +159,7 @@ async def test_a_cell_wider_than_its_column_grows_the_column_for_every_row(
 
 
 async def test_a_row_out_of_view_shows_its_new_text_once_scrolled_to() -> None:
-    app = TwoTables()
-    async with app.run_test(size=(60, 20)) as pilot:
-        await settled(pilot)
+    async with two_tables() as (app, pilot):
         app.change([("r25", "note", "late", True), ("r00", "note", "first", True)])
         await settled(pilot)
         assert shown(app.ours)[1].split() == ["row00", "0s", "first"]
@@ -171,9 +174,7 @@ async def test_a_row_out_of_view_shows_its_new_text_once_scrolled_to() -> None:
 async def test_rows_just_added_and_a_cursor_on_the_changed_row_show_the_new_text() -> None:
     """Before the table measured its new rows (at idle), a batch takes Textual's own path;
     the cursor's row is rendered apart (its cells in the cursor's style) and changes too."""
-    app = TwoTables()
-    async with app.run_test(size=(60, 20)) as pilot:
-        await settled(pilot)
+    async with two_tables() as (app, pilot):
         for table in (app.ours, app.plain):
             table.move_cursor(row=1, animate=False)
         await settled(pilot)
@@ -189,9 +190,7 @@ async def test_rows_just_added_and_a_cursor_on_the_changed_row_show_the_new_text
 
 
 async def test_an_unknown_cell_is_refused_and_nothing_of_the_batch_written() -> None:
-    app = TwoTables()
-    async with app.run_test(size=(60, 20)) as pilot:
-        await settled(pilot)
+    async with two_tables() as (app, _):
         batch: list[CellChange] = [
             ("r01", "age", Text("11s"), True),
             ("nope", "age", Text("x"), False),
@@ -254,9 +253,7 @@ async def test_textual_is_the_version_whose_private_parts_the_board_table_uses()
     `_render_line_in_row`, `_get_row_renderables`, `_render_line` and `update_cell` in
     textual/widgets/_data_table.py, then update the module and this test."""
     assert textual.__version__ == "8.2.8"
-    app = TwoTables()
-    async with app.run_test(size=(60, 20)) as pilot:
-        await settled(pilot)
+    async with two_tables() as (app, _):
         table = app.ours
         for name in ("_data", "_row_locations", "_column_locations", "_new_rows",
                      "_updated_cells", "_y_offsets", "_update_column_widths"):  # fmt: skip
