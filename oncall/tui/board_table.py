@@ -3,7 +3,7 @@
 The board's ages tick once a second ("stale 5s", "firing for 3m02s"). `DataTable.update_cell`
 bumps the table's `_update_count`, and that count is part of the key of every render cache
 (cells, row lines, row renderables, screen lines): after one changed age the table renders
-every visible cell through rich again, 27–35 ms of event-loop CPU a second on an 80x24 board
+every visible cell through rich again, 27–45 ms of event-loop CPU a second on an 80x24 board
 (scripts/bench/tui_slow_callbacks.py) that a key press waits behind (issue 15.2).
 `CellBatchTable.update_cells` writes the new values, forgets only the cache entries of the
 changed cells and of their rows' lines, and repaints those rows; a column whose width changes
