@@ -202,7 +202,9 @@ async def test_an_unknown_cell_is_refused_and_nothing_of_the_batch_written() -> 
         assert app.ours.get_cell("r01", "age").plain == "1s"
 
 
-async def test_the_board_shows_each_rows_new_age_scrolled_to_and_filtered() -> None:
+async def test_the_board_shows_each_rows_new_age_scrolled_to_and_filtered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     names = [f"Rule{i:02}" for i in range(30)]
     severity = {n: "chat" if i % 2 else "page" for i, n in enumerate(names)}
     alerts, clock = FakeAlerts(), FakeClock()
@@ -232,9 +234,12 @@ async def test_the_board_shows_each_rows_new_age_scrolled_to_and_filtered() -> N
             return {n: f"firing for {duration(seconds + int(n[4:]))}" for n in firing_for()}
 
         await ticked(60, 30)
+        renders = Renders(app, monkeypatch)
         await ticked(61, 30)  # the same rows: the ages updated in place
         first = firing_for()
         assert len(first) >= 5 and first == expected(61)
+        # Of each row shown, its When and its Evaluated ("1m04s ago"), no other cell.
+        assert renders.count == 2 * len(first)
         table.move_cursor(row=29, animate=False)  # rows out of view until now
         await settled(pilot)
         last = firing_for()
