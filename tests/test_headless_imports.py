@@ -217,3 +217,37 @@ def test_plugins_disabled_for_all_skips_pydantic_plugin_loader(
         capture_output=True, text=True, cwd=tmp_path, env=env, check=False, timeout=60,
     )  # fmt: skip
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == scanned, proc.stderr
+
+
+#: What the board's first frame does not show, so `import oncall.tui.app` must not load it: the
+#: write path's types, the checklist events, the `:` prompt with the palette's provider, the
+#: help, incident, confirm and audit screens and the remediation door. Each is imported when
+#: first used, or by the app's warm-up thread after the first alert states (issue 13.5).
+LATER_THAN_THE_FIRST_FRAME = (
+    "oncall.model.write_path",
+    "oncall.model.checklist_events",
+    "oncall.tui.commands",
+    "oncall.tui.help",
+    "oncall.tui.incident",
+    "oncall.tui.confirm",
+    "oncall.tui.audit_screen",
+    "oncall.service.remediation",
+)
+
+APP_MODULE = """
+import json, sys
+import oncall.tui.app
+print(json.dumps(sorted(set(sys.modules) & set(sys.argv[1:]))))
+"""
+
+
+@pytest.mark.parametrize(
+    ("prelude", "loaded"), [("", []), ("import oncall.tui.help\n", ["oncall.tui.help"])]
+)
+def test_the_app_module_loads_nothing_the_first_frame_does_not_show(
+    prelude: str, loaded: list[str]
+) -> None:
+    """The second case loads one of them first, so the check can fail."""
+    argv = [sys.executable, "-c", prelude + APP_MODULE, *LATER_THAN_THE_FIRST_FRAME]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == loaded, proc.stderr

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from oncall.errors import UsageError
 from oncall.model.alerts import RuleStatus
-from oncall.model.checklist_events import ChecklistEvent
 from oncall.settings import Settings
 
 if TYPE_CHECKING:
     from oncall.alerts.engine import AlertEngine
+    from oncall.model.checklist_events import ChecklistEvent
     from oncall.probes.context import ProbeContext
     from oncall.service.acks import AckView
     from oncall.service.routing import AlertmanagerView

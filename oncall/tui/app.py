@@ -38,18 +38,6 @@ from oncall.settings import Settings
 from oncall.tui import contexts_view
 from oncall.tui.board import BoardScreen
 from oncall.tui.collector import TICK_S, CollectorPacing
-from oncall.tui.commands import (
-    CommandLineScreen,
-    ContextScreen,
-    OncallCommands,
-    binding_ids,
-    oncall_binding_owners,
-    parse_command,
-    split_keymap,
-    unknown_command,
-    unknown_keys_text,
-)
-from oncall.tui.help import HelpScreen
 from oncall.tui.messages import (
     AlertsFailed,
     AlertsRefreshed,
@@ -68,6 +56,7 @@ if TYPE_CHECKING:
     from oncall.service.audit_view import AuditSource
     from oncall.service.charts import ChartSource
     from oncall.service.remediation import RemediationRunner
+    from oncall.tui.commands import OncallCommands
     from oncall.tui.incident import IncidentScreen
 
 #: How often ages on screen ("running 12s", "results 42s old") are repainted.
@@ -80,6 +69,12 @@ HISTORY_ASK_EVERY_S = 15.0
 CLOSE_TIMEOUT_S = 2.0
 
 
+def _oncall_commands() -> type[OncallCommands]:
+    from oncall.tui.commands import OncallCommands
+
+    return OncallCommands
+
+
 class OncallApp(App[None]):
     """Golden alerts, their checklists, and (later) confirmed remediations."""
 
@@ -90,9 +85,13 @@ class OncallApp(App[None]):
         Binding("question_mark", "help", "Help", key_display="?", id="app.help"),
         Binding("colon", "command_line", "Command", key_display=":", show=False, id="app.command"),
     ]
+    # The palette's provider, the `:` prompt and the help screen (oncall.tui.commands, .help)
+    # are imported when first opened, or by `_warm_up` after the first alert states: the
+    # first frame shows only the board. Textual calls a provider's factory when the palette
+    # opens (`App.COMMANDS` takes callables).
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {
         *App.COMMANDS,
-        OncallCommands,
+        _oncall_commands,
     }
 
     def __init__(
@@ -372,6 +371,8 @@ class OncallApp(App[None]):
         self.refresh_alerts_now()
 
     def action_help(self) -> None:
+        from oncall.tui.help import HelpScreen
+
         screen = self.screen
         if isinstance(screen, HelpScreen):
             return
@@ -384,6 +385,13 @@ class OncallApp(App[None]):
         """The `keys` setting over the bindings' default keys; unknown ids are reported."""
         if not self.settings.keys:
             return  # finding every binding imports every screen: not for nothing
+        from oncall.tui.commands import (
+            binding_ids,
+            oncall_binding_owners,
+            split_keymap,
+            unknown_keys_text,
+        )
+
         known = binding_ids([type(self), *oncall_binding_owners()])
         keymap, unknown = split_keymap(self.settings.keys, known)
         if keymap:
@@ -393,6 +401,8 @@ class OncallApp(App[None]):
             self.notify(unknown_keys_text(unknown), severity="warning", timeout=15)
 
     def action_command_line(self) -> None:
+        from oncall.tui.commands import CommandLineScreen
+
         if not isinstance(self.screen, CommandLineScreen):
             suggestions = contexts_view.command_suggestions(self.settings)
             self.push_screen(CommandLineScreen(suggestions), self.run_command)
@@ -401,6 +411,8 @@ class OncallApp(App[None]):
         """Run a `:` command as typed; an unknown one says so and changes nothing."""
         if not text:
             return
+        from oncall.tui.commands import parse_command, unknown_command
+
         command, argument = parse_command(text)
         if command is None:
             self.notify(unknown_command(text), severity="error")
@@ -433,6 +445,8 @@ class OncallApp(App[None]):
         self.push_screen(AuditScreen(self.settings, self.audit_source, self.clock))
 
     def action_show_context(self) -> None:
+        from oncall.tui.commands import ContextScreen
+
         if not isinstance(self.screen, ContextScreen):
             view = self.board.view
             settings = self.settings if view is None else self.settings.for_context(view)
@@ -450,6 +464,8 @@ def _warm_up(checklists: ChecklistRunner) -> None:
     import oncall.service.audit_view
     import oncall.service.remediation
     import oncall.tui.audit_screen
+    import oncall.tui.commands
+    import oncall.tui.help
     import oncall.tui.incident  # noqa: F401
 
     checklists.warm_up()

@@ -4,12 +4,15 @@ widget calls from a worker (STYLE 7)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from oncall.model.alerts import RuleStatus
-from oncall.model.checklist_events import ChecklistEvent
 from oncall.tui.state import RunFailure
+
+if TYPE_CHECKING:
+    from oncall.model.checklist_events import ChecklistEvent
 
 
 @dataclass
