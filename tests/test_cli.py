@@ -7,10 +7,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 import yaml
 
 from oncall import __version__
 from oncall.cli.lazy_parser import LazyParser
+from oncall.cli.main import app_args, build_parser
 from tests.cli_runner import Result, run_oncall
 
 
@@ -39,6 +41,31 @@ def test_a_lazy_command_is_built_once_and_only_when_named() -> None:
     assert parser.parse_args(["lazy", "1"]).x == "1"
     assert parser.parse_args(["lazy", "2"]).x == "2"
     assert built == ["t lazy"]
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        [],
+        ["--config", "f.yaml"],
+        ["--config=f.yaml", "--set", "a=b", "--set=c=d", "--read-only", "--context", "eu"],
+        ["--conf", "f.yaml", "--re"],  # abbreviations, as argparse allows them
+    ],
+)
+def test_the_apps_arguments_are_read_as_the_whole_parser_reads_them(words: list[str]) -> None:
+    """`oncall [GLOBAL OPTIONS]` starts the app without building every command's parser
+    (issue 13.5): the namespace is the one the whole parser makes of the same words."""
+    assert app_args(words) == build_parser().parse_args(words)
+
+
+@pytest.mark.parametrize(
+    "words",
+    [["--help"], ["-h"], ["--version"], ["config", "show"], ["--config", "f", "alerts"],
+     ["--config"], ["--co", "x"], ["--bogus"], ["x"], ["--"], ["--set"]],
+)  # fmt: skip
+def test_anything_but_global_options_goes_to_the_whole_parser(words: list[str]) -> None:
+    """A command, help, version, or a usage error: the whole parser answers, as before."""
+    assert app_args(words) is None
 
 
 def test_help_lists_commands_settings_and_exit_codes() -> None:

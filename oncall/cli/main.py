@@ -21,6 +21,7 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import NoReturn
 
 from oncall import __version__
 from oncall.cli import start_up
@@ -146,6 +147,35 @@ def build_parser() -> argparse.ArgumentParser:
     ack_cmd.register(commands, _global_options)
     drill_cmd.register(commands, _global_options)
     return parser
+
+
+class _NotTheApp(Exception):
+    """`app_args` cannot tell: the whole parser decides (and reports any usage error)."""
+
+
+class _GlobalOptionsOnly(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _NotTheApp(message)
+
+
+def app_args(words: Sequence[str]) -> argparse.Namespace | None:
+    """The arguments of `oncall [GLOBAL OPTIONS]` (the app), or None for anything else.
+
+    The whole parser holds every command's sub-parsers, and building them is ≈ 15-60 ms of
+    CPU on two cores (argparse makes a parser, a formatter and a help action for each), paid
+    before the app's first frame. Only the global options can start the app, so a parser of
+    those alone reads them; any other word (a command, --help, --version, an unknown or
+    broken option, `--`) is left to the whole parser, which answers it as before. The result
+    is the whole parser's namespace for the same words (tests/test_cli.py compares them)."""
+    if "--" in words:
+        return None
+    parser = _GlobalOptionsOnly(prog="oncall", add_help=False)
+    _global_options(parser, suppress=False)
+    try:
+        args, rest = parser.parse_known_args(list(words), argparse.Namespace(command=None))
+    except _NotTheApp:
+        return None
+    return None if rest else args
 
 
 def _usage_of(parser: argparse.ArgumentParser) -> Handler:
@@ -274,13 +304,16 @@ def _main(argv: Sequence[str] | None) -> int:
     # actions' pydantic models, and the first model built would otherwise scan every installed
     # distribution's entry points for pydantic plugins (oncall uses none): ~40 ms.
     no_pydantic_plugins()
-    parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
-    if any("\x00" in word for word in words):
-        # No exec'd command line can hold one (C strings); only a caller's list can, and a
-        # path with it would be a ValueError deep inside whatever opens it.
-        parser.error("an argument contains a NUL byte")
-    args = parser.parse_args(words)
+    nul = any("\x00" in word for word in words)
+    args = None if nul else app_args(words)  # the app: no need for every command's parser
+    if args is None:
+        parser = build_parser()
+        if nul:
+            # No exec'd command line can hold one (C strings); only a caller's list can, and
+            # a path with it would be a ValueError deep inside whatever opens it.
+            parser.error("an argument contains a NUL byte")
+        args = parser.parse_args(words)
     handler: Handler | None = getattr(args, "handler", None)
     try:
         if handler is None:  # the app draws on the terminal itself; nothing to wrap
