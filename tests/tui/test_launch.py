@@ -18,7 +18,9 @@ err = io.StringIO()
 with contextlib.redirect_stderr(err):
     code = main([])
 heavy = sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'kubernetes'})
-print(json.dumps({"code": code, "heavy": heavy, "stderr": err.getvalue()}))
+# Every command's parser (each command module) is built only for a command (issue 13.5).
+commands = sorted(m for m in sys.modules if m.startswith('oncall.cli.') and m.endswith('_cmd'))
+print(json.dumps({"code": code, "heavy": heavy, "stderr": err.getvalue(), "commands": commands}))
 """
 
 
@@ -44,6 +46,7 @@ def test_without_a_terminal_the_app_is_a_usage_error_and_loads_no_textual(
     assert report["code"] == EXIT_USAGE
     assert "the app needs a terminal" in report["stderr"]
     assert report["heavy"] == []
+    assert report["commands"] == ["oncall.cli.config_cmd"]  # its settings loader only
 
 
 def test_on_a_terminal_the_board_comes_up_and_q_quits(tmp_path: Path) -> None:
