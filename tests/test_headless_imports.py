@@ -224,6 +224,7 @@ def test_plugins_disabled_for_all_skips_pydantic_plugin_loader(
 #: help, incident, confirm and audit screens and the remediation door. Each is imported when
 #: first used, or by the app's warm-up thread after the first alert states (issue 13.5).
 LATER_THAN_THE_FIRST_FRAME = (
+    "oncall.model.alertmanager",
     "oncall.model.write_path",
     "oncall.model.checklist_events",
     "oncall.tui.commands",

@@ -8,7 +8,7 @@ the cells that changed; the table is rebuilt only when the order of the rows cha
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -17,7 +17,6 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from oncall.model.alertmanager import RuleRouting
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.settings import Settings
@@ -36,6 +35,11 @@ from oncall.tui.messages import OpenIncident, RefreshAlerts, RerunChecklist
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook, ChecklistRun, RunFailure
 from oncall.tui.tables import cursor_key, leave_filter, new_table
+
+if TYPE_CHECKING:
+    # Only an annotation here: importing it at start-up built its eight dataclasses before the
+    # first frame.
+    from oncall.model.alertmanager import RuleRouting
 
 #: (column key, header); the most telling columns first, so 80 columns show them.
 COLUMNS = (

@@ -38,7 +38,7 @@ def new_table(
     table._row_renderable_cache = LRUCache(LINE_CACHE)
     table._line_cache = LRUCache(LINE_CACHE)
     for key, label in columns:
-        table.add_column(label, key=key)
+        table.add_column(Text(label), key=key)
     return table
 
 
