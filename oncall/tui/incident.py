@@ -32,6 +32,7 @@ from oncall.settings import Settings
 from oncall.tui.acting import REMEDIATION_GROUP, act_with_modal, busy
 from oncall.tui.banner import banners
 from oncall.tui.board import when
+from oncall.tui.board_table import CellBatchTable
 from oncall.tui.chart_panel import AlertChart, EvidenceCharts
 from oncall.tui.format import (
     STATE_COLOUR,
@@ -108,7 +109,7 @@ class IncidentScreen(Screen[None]):
             rows=10 if self.app.size.height >= 30 else 8,
         )
         yield self.chart
-        yield new_table("steps", COLUMNS)
+        yield new_table("steps", COLUMNS, CellBatchTable)
         with VerticalScroll(id="evidence-pane"):
             yield Static(id="evidence", markup=False)
             self.chart.evidence = EvidenceCharts(self.settings)
@@ -137,7 +138,7 @@ class IncidentScreen(Screen[None]):
         self.query_one(InstancesPanel).show_status(self.book.statuses.get(self.alert), now)
         run = self.run
         steps = run.steps() if run is not None else []
-        table: DataTable[Text] = self.query_one("#steps", DataTable)
+        table = self.query_one("#steps", CellBatchTable)
         rows = [(v.id, self.cells(v, now)) for v in steps]
         keys = [key for key, _ in rows]
         if keys != self._keys:
@@ -148,10 +149,13 @@ class IncidentScreen(Screen[None]):
             if selected in keys:
                 table.move_cursor(row=keys.index(selected), animate=False)
         else:
-            for key, cells in rows:
-                for (column, _), cell, before in zip(COLUMNS, cells, self._cells[key], strict=True):
-                    if cell != before:
-                        table.update_cell(key, column, styled(self.app, *cell), update_width=True)
+            # The running steps' times tick once a second: only those cells render again.
+            table.update_cells(
+                (key, column, styled(self.app, *cell), True)
+                for key, cells in rows
+                for (column, _), cell, before in zip(COLUMNS, cells, self._cells[key], strict=True)
+                if cell != before
+            )
         self._keys, self._cells = keys, dict(rows)
         self.show_evidence()
         self.query_one("#proposals", Static).update(self.proposals_text())

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from textual.geometry import Region
+
 from oncall.alerts.loader import load_rule_files
 from oncall.model.alerts import AlertInstance, AlertRule, AlertStateName, RuleStatus
 from oncall.model.checklist_events import (
@@ -30,6 +32,7 @@ from tests.harness.pilot import until as pilot_until
 
 if TYPE_CHECKING:
     from textual.pilot import Pilot
+    from textual.widgets import DataTable
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: every time on screen derives from this
 
@@ -372,3 +375,8 @@ def board_app(
     `board_history`, when `history`), its checklists run by `checklists`."""
     alerts = FakeAlerts(board_statuses(), board_history() if history else None)
     return make_app(alerts, checklists, clock=clock, **setting_changes)
+
+
+def shown(table: DataTable[Any]) -> list[str]:
+    """The table's lines as the screen gets them (what the compositor asks each widget for)."""
+    return [strip.text.rstrip() for strip in table.render_lines(Region(0, 0, *table.size))]

@@ -13,7 +13,6 @@ import pytest
 import textual
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.renderables.styled import Styled
 from textual.widgets import DataTable
@@ -22,7 +21,7 @@ from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowKey
 from oncall.tui.board_table import CellBatchTable, CellChange
 from oncall.tui.format import duration
 from oncall.tui.tables import new_table
-from tests.tui.fakes import T0, FakeAlerts, FakeClock, make_app, status, until
+from tests.tui.fakes import T0, FakeAlerts, FakeClock, make_app, shown, status, until
 
 COLUMNS = (("name", "Name"), ("age", "Age"), ("note", "Note"))
 ROWS = 30  # the window shows 9 of them under the header: the others are out of view
@@ -66,11 +65,6 @@ class TwoTables(App[None]):
     def change_plain(self, changes: list[tuple[str, str, str, bool]]) -> None:
         for r, c, v, fit in changes:
             self.plain.update_cell(r, c, Text(v), update_width=fit)
-
-
-def shown(table: DataTable[Any]) -> list[str]:
-    """The table's lines as the screen gets them (what the compositor asks each widget for)."""
-    return [strip.text.rstrip() for strip in table.render_lines(Region(0, 0, *table.size))]
 
 
 async def settled(pilot: Pilot[None]) -> None:

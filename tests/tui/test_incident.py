@@ -23,6 +23,7 @@ from tests.tui.fakes import (
     board_app,
     make_app,
     p99_script,
+    shown,
     started,
     status,
     until,
@@ -122,6 +123,12 @@ async def test_a_hung_checklist_leaves_the_keys_answered_and_shows_the_step_runn
             app.repaint()
             assert step_rows(app)[step][:3] == ["◌ running", step, "running 12s"]
             assert "checklist running 12s · 0/4 steps" in text_of(app, "#incident-meta")
+            table = incident(app).query_one("#steps", DataTable)
+            await until(pilot, lambda: any("running 12s" in line for line in shown(table)), "12s")
+            clock.advance(1)  # the next tick: a cached cell left in place would still say 12s
+            app.repaint()
+            await until(pilot, lambda: any("running 13s" in line for line in shown(table)), "13s")
+            assert not any("running 12s" in line for line in shown(table))
             await pilot.press("down", "up", "question_mark")
             assert isinstance(app.screen, HelpScreen)
             await pilot.press("escape", "escape")
