@@ -25,7 +25,7 @@ Facts = dict[str, Any]
 class ProbeParams(BaseModel):
     """Base of every probe's parameters: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 P = TypeVar("P", bound=ProbeParams)

@@ -19,10 +19,7 @@ from pydantic import Field
 
 from oncall.backends.kube import BACKEND, CLUSTER_SCOPED_KINDS, KubeReader, rollout_status_of
 from oncall.errors import BackendError
-from oncall.model.kube_expansion import Env
 from oncall.model.kube_names import DNS_SUBDOMAIN, FIELD_NAME, NAME_MAX
-from oncall.model.max_num_seqs_rule import default_from_labels
-from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
 from oncall.probes.kube_facts import (
@@ -227,6 +224,11 @@ async def run_deployment(ctx: ProbeContext, params: DeploymentParams) -> Facts:
 
     A `container` parameter naming no container of the deployment is a "not found" error.
     """
+    # Imported here: only this probe reads vLLM's arguments (their rules and the $(VAR)
+    # expansion, ~8 ms of a fresh check whose runbook has no deployment step).
+    from oncall.model.kube_expansion import Env
+    from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
+
     reader = await kube_reader(ctx)
     dep = await reader.get_deployment(_namespace(ctx, params), params.name)
     meta, spec = dep.get("metadata") or {}, dep.get("spec") or {}
@@ -280,6 +282,8 @@ async def run_deployment(ctx: ProbeContext, params: DeploymentParams) -> Facts:
 
 def _default_text(spec: Facts, chosen: Facts | None) -> str | None:
     """vLLM's default max-num-seqs for this pod template, when the container sets none."""
+    from oncall.model.max_num_seqs_rule import default_from_labels
+
     if chosen is None or chosen["max_num_seqs_form"] != "default":
         return None
     selector = ((spec.get("template") or {}).get("spec") or {}).get("nodeSelector")
