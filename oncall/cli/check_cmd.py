@@ -33,6 +33,8 @@ from oncall.errors import (
     UsageError,
 )
 from oncall.model.checklist_events import StepResult, findings_line
+from oncall.probes.context import ProbeContext
+from oncall.probes.prometheus import prometheus_client
 from oncall.service.alerts import alert_engine
 from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
 from oncall.settings import Settings
@@ -45,9 +47,12 @@ ALERT_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]{0,199}")
 SYMBOL = {"ok": "✓", "warn": "!", "fail": "✗", "error": "E", "unknown": "?", "skipped": "-"}
 
 
-async def _alert(settings: Settings, name: str) -> dict[str, Any]:
+async def _alert(settings: Settings, name: str, ctx: ProbeContext) -> dict[str, Any]:
+    """The alert's facts, read through the checklist's own Prometheus client: one client and
+    one connection for the whole check (a second client cost a fresh process its making)."""
     try:
-        async with alert_engine(settings) as engine:
+        prom = await prometheus_client(ctx)
+        async with alert_engine(settings, prom) as engine:
             statuses = await engine.refresh()
     except (BackendError, OncallError):
         return alert_facts(name, None)
@@ -101,15 +106,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> int:
+    async with ProbeContext(settings) as ctx:  # the backends' clients, closed at the end
+        return await _run_in(settings, runbook, args, ctx)
+
+
+async def _run_in(
+    settings: Settings, runbook: Any, args: argparse.Namespace, ctx: ProbeContext
+) -> int:
     started = time.perf_counter()
-    alert = await _alert(settings, args.alert)
+    alert = await _alert(settings, args.alert, ctx)
     table = args.output == "table"
     if table:
         value = "" if alert["value"] is None else f" value {_num(alert['value'])}"
         print(f"{args.alert}: {alert['state']}{value} — runbook {runbook.path}", flush=True)
     results: dict[str, StepResult] = {}
     checklist_started = time.perf_counter()
-    async for event in stream_checklist(settings, runbook, alert):
+    async for event in stream_checklist(settings, runbook, alert, ctx=ctx):
         if isinstance(event, StepResult):
             results[event.id] = event
             if table:

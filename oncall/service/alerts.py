@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oncall.alerts.engine import AlertEngine
 from oncall.alerts.loader import RuleSet, load_rule_files
@@ -21,6 +22,9 @@ from oncall.errors import ConfigError, Problem
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import Selection, parse_selection
 from oncall.settings import Settings
+
+if TYPE_CHECKING:
+    from oncall.backends.prometheus import PrometheusClient
 
 CHECKOUT_ALERTS = Path(__file__).resolve().parents[2] / "alerts"
 
@@ -104,12 +108,14 @@ class AlertsReport:
         return self.error is not None or any(s.unreachable for s in self.statuses)
 
 
-def open_alert_engine(settings: Settings) -> AlertEngine:
-    """An engine over the configured packs with its own client of the configured Prometheus;
-    the caller closes `engine.prom`. Blocking (the rule files are read and checked): the app
-    calls it in a thread. Bad rule files raise ConfigError before any client is made."""
+def open_alert_engine(settings: Settings, prom: PrometheusClient | None = None) -> AlertEngine:
+    """An engine over the configured packs with its own client of the configured Prometheus
+    (or `prom`, a client the caller shares: `oncall check` hands its checklist's); the caller
+    closes `engine.prom`. Blocking (the rule files are read and checked): the app calls it in
+    a thread. Bad rule files raise ConfigError before any client is made."""
     rules = load_packs(settings).rules
-    prom = from_settings.prometheus_client(settings.prometheus)
+    if prom is None:
+        prom = from_settings.prometheus_client(settings.prometheus)
     return AlertEngine(
         prom, rules, source=settings.alerts.source, from_prometheus=from_prometheus(settings)
     )
@@ -142,9 +148,15 @@ async def add_cluster_rules(engine: AlertEngine, settings: Settings) -> None:
 
 
 @asynccontextmanager
-async def alert_engine(settings: Settings) -> AsyncIterator[AlertEngine]:
-    """`open_alert_engine` for the length of a `with`: the client is closed after it."""
-    engine = open_alert_engine(settings)
-    async with engine.prom:
+async def alert_engine(
+    settings: Settings, prom: PrometheusClient | None = None
+) -> AsyncIterator[AlertEngine]:
+    """`open_alert_engine` for the length of a `with`: the client is closed after it, unless
+    it is `prom`, the caller's (left open for the caller's later requests)."""
+    engine = open_alert_engine(settings, prom)
+    try:
         await add_cluster_rules(engine, settings)
         yield engine
+    finally:
+        if prom is None:
+            await engine.prom.aclose()
