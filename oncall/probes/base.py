@@ -23,7 +23,9 @@ Facts = dict[str, Any]
 
 
 class ProbeParams(BaseModel):
-    """Base of every probe's parameters: unknown keys are errors."""
+    """Base of every probe's parameters: unknown keys are errors. Each model is built when
+    first used (`registry.find_probe` builds those a runbook names), not when its module is
+    imported: a family's module defines up to 16 of them, a runbook uses a few."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import threading
 from typing import Any
 
 from oncall.probes.base import Probe
@@ -60,8 +61,21 @@ def family_probes(family: str) -> dict[str, Probe[Any]]:
 
 
 def find_probe(name: str) -> Probe[Any] | None:
-    """The probe called `name`, importing only its family's modules; None if there is none."""
-    return family_probes(name.partition(".")[0]).get(name)
+    """The probe called `name`, importing only its family's modules; None if there is none.
+
+    Its parameters model is built here (`ProbeParams` defers the build: a runbook pays for
+    the models of the probes it names, not for its families' every one), under a lock:
+    runbooks load in worker threads, and before pydantic 2.14 two threads completing one
+    deferred model could validate with the base model's schema meanwhile (pydantic#11849),
+    where every parameter is an unknown key."""
+    probe = family_probes(name.partition(".")[0]).get(name)
+    if probe is not None and not probe.params.__pydantic_complete__:
+        with _BUILDING:
+            probe.params.model_rebuild(_parent_namespace_depth=0)  # its module's names only
+    return probe
+
+
+_BUILDING = threading.Lock()
 
 
 @functools.cache

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from oncall.probes.registry import FAMILIES, _module_probes, all_probes, find_probe
 
 
@@ -20,3 +23,19 @@ def test_an_unknown_name_or_family_finds_nothing() -> None:
     assert find_probe("kube.pod") is None
     assert find_probe("nosuch.query") is None
     assert find_probe("") is None
+
+
+def test_a_found_probe_has_its_parameters_model_built_and_checking() -> None:
+    """`ProbeParams` models are built on first use; `find_probe` builds the one it hands out
+    (under a lock, for runbooks loading in threads), so validating with it never runs on the
+    base model's schema, where every parameter would be an unknown key."""
+    for name in sorted(all_probes()):
+        probe = find_probe(name)
+        assert probe is not None
+        assert probe.params.__pydantic_complete__, name
+    pods = find_probe("kube.pods")
+    assert pods is not None
+    assert pods.params.model_validate({"selector": "app=vllm"}).selector == "app=vllm"
+    with pytest.raises(ValidationError) as caught:
+        pods.params.model_validate({"selector": "app=vllm", "selectr": "x"})
+    assert [e["loc"] for e in caught.value.errors()] == [("selectr",)]
