@@ -252,3 +252,30 @@ def test_the_app_module_loads_nothing_the_first_frame_does_not_show(
     argv = [sys.executable, "-c", prelude + APP_MODULE, *LATER_THAN_THE_FIRST_FRAME]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == loaded, proc.stderr
+
+
+AT_EXIT = """
+import atexit, contextlib, gc, io, sys
+from oncall.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+frozen = gc.get_freeze_count()  # as the caller had it when the command returned: none
+atexit._run_exitfuncs()  # what the interpreter's exit runs before it finalizes
+print(code, frozen, gc.get_freeze_count() > 0)
+"""
+
+
+def test_a_check_has_everything_frozen_before_the_interpreter_finalizes(tmp_path: Path) -> None:
+    """Issue 15: the interpreter's exit collects every object that is not frozen, 0.12-0.16 s
+    of a fresh check spent freeing what the exit frees anyway; the check leaves the collector
+    as the caller had it when it returns, and has everything frozen at the exit instead."""
+    _prometheus_and_redis_runbook(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", AT_EXIT, "check", "HeadlessProbe"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        timeout=60,
+    )
+    assert proc.stdout.split() == ["3", "0", "True"], proc.stderr
