@@ -124,6 +124,26 @@ def test_check_imports_only_the_probe_families_its_runbook_uses(tmp_path: Path) 
     assert {"oncall.probes.vllm", "oncall.probes.kube"} <= set(report["probes"])
 
 
+def test_a_check_of_a_runbook_proposing_nothing_does_not_import_the_actions(
+    tmp_path: Path,
+) -> None:
+    """Issue 15: the actions' parameters models (≈ 11 ms of a fresh check) are for a runbook
+    that names an action; this one has no remediation. A runbook with one loads them (the
+    names checked, its parameters validated), so the check can fail."""
+    _prometheus_and_redis_runbook(tmp_path)
+    report, stderr = probe(["check", "HeadlessProbe", "-o", "json"], tmp_path)
+    assert (report["code"], report["models"]) == (3, ["pydantic"]), stderr
+    runbook = tmp_path / "runbooks" / "HeadlessProbe.yaml"
+    runbook.write_text(
+        runbook.read_text(encoding="utf-8")
+        + "remediations:\n  x:\n    action: acknowledge\n    title: On it\n"
+        + "    params: {alert: HeadlessProbe}\n",
+        encoding="utf-8",
+    )
+    report, stderr = probe(["check", "HeadlessProbe", "-o", "json"], tmp_path)
+    assert (report["code"], report["models"]) == (3, ["oncall.model.action_params", "pydantic"])
+
+
 VLLM_RATES_RUNBOOK = """\
 alert: HeadlessRates
 title: A runbook whose vLLM step asks Prometheus

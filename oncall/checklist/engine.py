@@ -29,7 +29,6 @@ from oncall.checklist.expressions import ExpressionError
 from oncall.checklist.loader import CompiledRemediation, CompiledRunbook, CompiledStep
 from oncall.checklist.templates import Template
 from oncall.errors import BackendError
-from oncall.model.action_params import ACTION_PARAMS
 from oncall.model.checklist_events import (
     ChecklistEvent,
     ChecklistPlanned,
@@ -293,6 +292,8 @@ def _propose(remediation: CompiledRemediation, step_id: str, names: dict[str, An
     except ExpressionError as exc:
         params, error = {}, f"params: {exc.message}"
     if error is None:
+        from oncall.model.action_params import ACTION_PARAMS  # loaded with the runbook's actions
+
         try:
             params = ACTION_PARAMS[spec.action].model_validate(params).model_dump(exclude_none=True)
         except ValidationError as exc:

@@ -24,7 +24,6 @@ from oncall.checklist.graph import find_cycle, topological
 from oncall.checklist.runbook import MAX_TIMEOUT_S, Evidence, Remediation, Runbook, Step
 from oncall.checklist.templates import Template, compile_template
 from oncall.errors import Problem
-from oncall.model.action_params import ACTION_PARAMS
 from oncall.model.matchers import MatcherError, parse_selection
 from oncall.probes.base import Probe
 from oncall.probes.registry import all_probes, find_probe
@@ -338,6 +337,8 @@ class _Checker:
     def _remediation_params(
         self, rid: str, remediation: Remediation
     ) -> dict[str, Template | object]:
+        from oncall.model.action_params import ACTION_PARAMS  # a runbook without one: not
+
         model = ACTION_PARAMS[remediation.action]
         params = self._params(
             ("remediations", rid, "params"), remediation.params, model, JUDGE_NAMES, None

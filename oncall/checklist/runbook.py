@@ -30,11 +30,12 @@ problems and compiles the expressions; `schema.py` generates the committed JSON 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
-from oncall.model.action_params import ActionName
 from oncall.settings.durations import Duration
 from oncall.settings.model import empty_list
 
@@ -45,6 +46,39 @@ MAX_TIMEOUT_S = 120.0
 
 
 ProposeOn = Literal["fail", "warn"]
+
+
+def _action_names() -> tuple[str, ...]:
+    # The actions' parameters models (≈ 11 ms of a fresh check's imports) are loaded only
+    # when a runbook names an action: half the shipped runbooks propose nothing.
+    from oncall.model.action_params import ACTION_PARAMS
+
+    return tuple(ACTION_PARAMS)
+
+
+def _known_action(value: object) -> object:
+    """What `Literal[ACTION_PARAMS names]` checks, with its very error (type, message,
+    context), made when a runbook has a remediation: the names are read at that moment, so
+    an action registered before (`oncall.remediation.registry.register`) is known."""
+    names = _action_names()
+    if isinstance(value, str) and value in names:
+        return value
+    quoted = [repr(name) for name in names]
+    expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+
+class _ActionEnum:
+    """The schema of an action name, as pydantic writes a Literal's: the names as `enum`."""
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {**handler(schema), "enum": list(_action_names())}
+
+
+#: A remediation's `action`: one of `oncall.model.action_params.ACTION_PARAMS`.
+ActionName = Annotated[str, BeforeValidator(_known_action), _ActionEnum()]
 
 
 def _fail_only() -> list[ProposeOn]:
