@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
-import gc
 import json
 import re
 import sys
@@ -104,23 +102,7 @@ def run(args: argparse.Namespace) -> int:
     settings = loaded.settings
     runbook = load_checked(find_runbook(settings, args.alert), settings)
     start_up_done()  # what start-up made lives as long as the process: frozen (start_up.py)
-    _frozen_at_exit()
     return asyncio.run(_run(settings, runbook, args))
-
-
-def _frozen_at_exit() -> None:
-    """Freeze every object when the interpreter exits, before it finalizes.
-
-    `start_up.paused()` unfreezes when the command returns (the caller's collector as it
-    was), and the interpreter's finalization then runs full collections over everything a
-    check made (≈ 500,000 objects, modules included): 0.12-0.16 s of a fresh `oncall check`
-    on the 2 cores, a fifth of it, spent freeing what the process's exit frees anyway.
-    Frozen objects are not collected there. Nothing of the check is left for a collection
-    to finalize (its clients and files are closed before `run` returns). In a process that
-    calls `main()` again (the tests), the freeze waits for that process's own exit.
-    """
-    atexit.unregister(gc.freeze)  # once, however many checks a process runs
-    atexit.register(gc.freeze)
 
 
 async def _run(settings: Settings, runbook: Any, args: argparse.Namespace) -> int:

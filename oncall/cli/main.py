@@ -318,6 +318,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if handler is None:  # the app draws on the terminal itself; nothing to wrap
             return _run_app(args)
+        start_up.freeze_at_exit()  # a headless command's exit: no collection of it all
         if args.command in VERBATIM:
             return handler(args)
         with _redacted_output():

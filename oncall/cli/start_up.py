@@ -16,6 +16,7 @@ frozen, the collector as the caller had it (tests call `main()` in their own pro
 
 from __future__ import annotations
 
+import atexit
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,3 +45,19 @@ def start_up_done() -> None:
         _state["paused"] = False
         gc.freeze()
         gc.enable()
+
+
+def freeze_at_exit() -> None:
+    """Freeze every object when the interpreter exits, before it finalizes.
+
+    `paused()` unfreezes when the command returns (the caller's collector as it was), and
+    the interpreter's finalization then runs full collections over everything the command
+    made (a check: ≈ 500,000 objects, modules included): 0.12-0.16 s of a fresh `oncall
+    check` on the 2 cores, 40-50 ms of `config show`, 80-120 ms of `alerts`, spent freeing
+    what the process's exit frees anyway. Frozen objects are not collected there. Nothing a
+    command opens is left for a collection to finalize: its clients, files and the audit log
+    are closed before it returns. In a process that calls `main()` again (the tests), the
+    freeze waits for that process's own exit.
+    """
+    atexit.unregister(gc.freeze)  # once, however many commands a process runs
+    atexit.register(gc.freeze)
