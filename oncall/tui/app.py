@@ -2,8 +2,9 @@
 
 All I/O runs in workers: one loop refreshes the alert states every `alerts.refresh` seconds,
 and each checklist run is a worker of its own (group `checklist:<alert>`, so a re-run replaces
-the run before it). Workers only post messages; the handlers here change the `AlertBook` and
-tell the screens to repaint, on the event loop, so a hung backend never holds up a key press.
+the run before it). Workers (oncall.tui.workers) only post messages; the handlers here
+change the `AlertBook` and tell the screens to repaint, on the event loop, so a hung backend
+never holds up a key press. Help, the `:` commands and the keymap: oncall.tui.app_commands.
 
 The I/O is injected at the service boundary: `alerts_source` and `checklist_runner` default to
 the live ones of `oncall.service.sources`; tests and drills pass their own. `clock` gives the
@@ -26,16 +27,15 @@ from textual.binding import Binding, BindingType
 from textual.command import Provider
 from textual.screen import Screen
 
-from oncall.errors import ConfigError, OncallError
-from oncall.model.alerts import RuleStatus, split_key
+from oncall.model.alerts import split_key
 from oncall.service.contexts import live_alert_sources, live_checklists
 from oncall.service.sources import (
     AlertsSource,
     ChecklistRunner,
-    NoRunbook,
 )
 from oncall.settings import Settings
 from oncall.tui import contexts_view
+from oncall.tui.app_commands import ScreenActions
 from oncall.tui.board import BoardScreen
 from oncall.tui.collector import TICK_S, CollectorPacing
 from oncall.tui.messages import (
@@ -49,6 +49,7 @@ from oncall.tui.messages import (
     RerunChecklist,
 )
 from oncall.tui.state import AUTO_RUN_STATES, AlertBook
+from oncall.tui.workers import alerts_loop, checklist_run, histories
 
 if TYPE_CHECKING:
     from textual.worker import Worker
@@ -75,7 +76,7 @@ def _oncall_commands() -> type[OncallCommands]:
     return OncallCommands
 
 
-class OncallApp(App[None]):
+class OncallApp(ScreenActions):
     """Golden alerts, their checklists, and (later) confirmed remediations."""
 
     CSS_PATH = "oncall.tcss"
@@ -142,14 +143,6 @@ class OncallApp(App[None]):
     # shows only the board.
 
     @property
-    def audit_source(self) -> AuditSource:
-        if self._audit_source is None:
-            from oncall.service.audit_view import LiveAudit
-
-            self._audit_source = LiveAudit(self.settings)
-        return self._audit_source
-
-    @property
     def remediation_runner(self) -> RemediationRunner:
         if self._remediation_runner is None:
             from oncall.service.contexts import live_remediations
@@ -174,7 +167,14 @@ class OncallApp(App[None]):
         for context, source in self.alerts_sources.items():
             # One loop per context: a context whose backends hang holds up only its own.
             self.run_worker(
-                self._alerts_loop(context, source),
+                alerts_loop(
+                    self.post_message,
+                    source,
+                    context=context,
+                    interval=self.settings.alerts.refresh,
+                    wake=self._wakes[context],
+                    clock=self.clock,
+                ),
                 name=f"alerts {context}".rstrip(),
                 group=f"alerts:{context}",
                 exclusive=True,
@@ -208,50 +208,14 @@ class OncallApp(App[None]):
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
                     await closer()
 
-    # -- workers: they only post messages ------------------------------------------------
-
-    async def _alerts_loop(self, context: str, source: AlertsSource) -> None:
-        interval = self.settings.alerts.refresh
-        wake, of = self._wakes[context], context or None
-        while True:
-            wake.clear()
-            try:
-                statuses = await source.refresh()
-            except ConfigError as exc:
-                self.post_message(AlertsFailed(exc.report().removeprefix("oncall: "), of))
-            except Exception as exc:  # a broken refresh is shown and tried again, never fatal
-                self.post_message(AlertsFailed(_describe(exc), of))
-            else:
-                self.post_message(AlertsRefreshed(statuses, self.clock(), of))
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):
-                    await wake.wait()
+    # -- workers: they only post messages (oncall.tui.workers) ---------------------------
 
     async def _history(self) -> None:
-        async def one(source: AlertsSource) -> dict[str, list[tuple[float, float]]]:
-            try:
-                return await source.history()
-            except Exception:  # sparklines are decoration: the states show what is broken
-                return {}
-
         try:
-            found = await asyncio.gather(*(one(s) for s in self.alerts_sources.values()))
+            found = await histories(self.alerts_sources.values())
         finally:
             self._history_running = False
-        self.post_message(HistoryRefreshed({k: v for part in found for k, v in part.items()}))
-
-    async def _checklist(self, alert: str, generation: int, status: RuleStatus | None) -> None:
-        end = ChecklistEnded(alert, generation)
-        try:
-            async for event in self.checklists.run(alert, status):
-                self.post_message(ChecklistProgress(alert, generation, event))
-        except NoRunbook as exc:
-            end = ChecklistEnded(alert, generation, str(exc), "no runbook")
-        except ConfigError as exc:
-            end = ChecklistEnded(alert, generation, exc.report(), "runbook invalid")
-        except Exception as exc:  # shown on the board and the incident screen, never fatal
-            end = ChecklistEnded(alert, generation, _describe(exc), "error")
-        self.post_message(end)
+        self.post_message(HistoryRefreshed(found))
 
     # -- what the screens and the user ask for -------------------------------------------
 
@@ -269,7 +233,9 @@ class OncallApp(App[None]):
         # would be dropped never awaited (Python's RuntimeWarning, over the terminal).
         # (Typed: from a callable alone mypy infers no result type for Textual's WorkType.)
         _worker: Worker[None] = self.run_worker(
-            functools.partial(self._checklist, alert, run.generation, status),
+            functools.partial(
+                checklist_run, self.post_message, self.checklists, alert, run.generation, status
+            ),
             name=f"checklist {alert}",
             group=f"checklist:{alert}",
             exclusive=True,
@@ -370,88 +336,6 @@ class OncallApp(App[None]):
     def on_refresh_alerts(self, _message: RefreshAlerts) -> None:
         self.refresh_alerts_now()
 
-    def action_help(self) -> None:
-        from oncall.tui.help import HelpScreen
-
-        screen = self.screen
-        if isinstance(screen, HelpScreen):
-            return
-        title = getattr(screen, "HELP_TITLE", "board")
-        self.push_screen(HelpScreen(title, screen.BINDINGS, self.BINDINGS, self.keymap))
-
-    # -- `:` commands, the palette and the keymap (oncall.tui.commands) ------------------------
-
-    def apply_keymap(self) -> None:
-        """The `keys` setting over the bindings' default keys; unknown ids are reported."""
-        if not self.settings.keys:
-            return  # finding every binding imports every screen: not for nothing
-        from oncall.tui.commands import (
-            binding_ids,
-            oncall_binding_owners,
-            split_keymap,
-            unknown_keys_text,
-        )
-
-        known = binding_ids([type(self), *oncall_binding_owners()])
-        keymap, unknown = split_keymap(self.settings.keys, known)
-        if keymap:
-            self.keymap = keymap
-            self.set_keymap(keymap)
-        if unknown:
-            self.notify(unknown_keys_text(unknown), severity="warning", timeout=15)
-
-    def action_command_line(self) -> None:
-        from oncall.tui.commands import CommandLineScreen
-
-        if not isinstance(self.screen, CommandLineScreen):
-            suggestions = contexts_view.command_suggestions(self.settings)
-            self.push_screen(CommandLineScreen(suggestions), self.run_command)
-
-    async def run_command(self, text: str | None) -> None:
-        """Run a `:` command as typed; an unknown one says so and changes nothing."""
-        if not text:
-            return
-        from oncall.tui.commands import parse_command, unknown_command
-
-        command, argument = parse_command(text)
-        if command is None:
-            self.notify(unknown_command(text), severity="error")
-            return
-        if argument:  # `:context NAME`, the one command that takes one
-            self.show_context_view(argument)
-            return
-        await self.run_action(command.action)
-
-    def show_context_view(self, argument: str) -> None:
-        """`:context NAME` — the board of that context only; `:context all` every one."""
-        try:
-            view = contexts_view.parse_view(self.settings, argument)
-        except ValueError as exc:
-            self.notify(str(exc), severity="error")
-            return
-        self.action_show_alerts()
-        self.board.set_view(view)
-
-    def action_show_alerts(self) -> None:
-        """`:alerts` — back to the board, whatever is on top of it."""
-        while self.screen is not self.board and len(self.screen_stack) > 1:
-            self.pop_screen()
-
-    def action_show_audit(self) -> None:
-        """`:audit` — the audit screen, over the board (as k9s switches views)."""
-        from oncall.tui.audit_screen import AuditScreen
-
-        self.action_show_alerts()
-        self.push_screen(AuditScreen(self.settings, self.audit_source, self.clock))
-
-    def action_show_context(self) -> None:
-        from oncall.tui.commands import ContextScreen
-
-        if not isinstance(self.screen, ContextScreen):
-            view = self.board.view
-            settings = self.settings if view is None else self.settings.for_context(view)
-            self.push_screen(ContextScreen(settings))
-
 
 def _incident_screen() -> type[IncidentScreen]:
     from oncall.tui.incident import IncidentScreen
@@ -469,9 +353,3 @@ def _warm_up(checklists: ChecklistRunner) -> None:
     import oncall.tui.incident  # noqa: F401
 
     checklists.warm_up()
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, OncallError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"

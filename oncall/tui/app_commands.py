@@ -1,0 +1,121 @@
+"""What the app does for the person at the keyboard beyond the board: help, the `:` prompt and
+its commands (`:alerts`, `:audit`, `:context NAME`), and the `keys` setting.
+
+`OncallApp` (oncall.tui.app) is built on `ScreenActions`; these need only the settings, the
+board, the clock and the audit source, and import the screens they open when first opened
+(the first frame shows only the board).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual.app import App
+
+from oncall.settings import Settings
+from oncall.tui import contexts_view
+from oncall.tui.board import BoardScreen
+
+if TYPE_CHECKING:
+    from oncall.service.audit_view import AuditSource
+
+
+class ScreenActions(App[None]):
+    """The app's screen switching and `:` commands (the app's state is `OncallApp`'s)."""
+
+    settings: Settings
+    board: BoardScreen
+    clock: Callable[[], float]
+    keymap: dict[str, str]
+    _audit_source: AuditSource | None
+
+    @property
+    def audit_source(self) -> AuditSource:
+        if self._audit_source is None:
+            from oncall.service.audit_view import LiveAudit
+
+            self._audit_source = LiveAudit(self.settings)
+        return self._audit_source
+
+    def action_help(self) -> None:
+        from oncall.tui.help import HelpScreen
+
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            return
+        title = getattr(screen, "HELP_TITLE", "board")
+        self.push_screen(HelpScreen(title, screen.BINDINGS, self.BINDINGS, self.keymap))
+
+    # -- `:` commands, the palette and the keymap (oncall.tui.commands) ------------------------
+
+    def apply_keymap(self) -> None:
+        """The `keys` setting over the bindings' default keys; unknown ids are reported."""
+        if not self.settings.keys:
+            return  # finding every binding imports every screen: not for nothing
+        from oncall.tui.commands import (
+            binding_ids,
+            oncall_binding_owners,
+            split_keymap,
+            unknown_keys_text,
+        )
+
+        known = binding_ids([type(self), *oncall_binding_owners()])
+        keymap, unknown = split_keymap(self.settings.keys, known)
+        if keymap:
+            self.keymap = keymap
+            self.set_keymap(keymap)
+        if unknown:
+            self.notify(unknown_keys_text(unknown), severity="warning", timeout=15)
+
+    def action_command_line(self) -> None:
+        from oncall.tui.commands import CommandLineScreen
+
+        if not isinstance(self.screen, CommandLineScreen):
+            suggestions = contexts_view.command_suggestions(self.settings)
+            self.push_screen(CommandLineScreen(suggestions), self.run_command)
+
+    async def run_command(self, text: str | None) -> None:
+        """Run a `:` command as typed; an unknown one says so and changes nothing."""
+        if not text:
+            return
+        from oncall.tui.commands import parse_command, unknown_command
+
+        command, argument = parse_command(text)
+        if command is None:
+            self.notify(unknown_command(text), severity="error")
+            return
+        if argument:  # `:context NAME`, the one command that takes one
+            self.show_context_view(argument)
+            return
+        await self.run_action(command.action)
+
+    def show_context_view(self, argument: str) -> None:
+        """`:context NAME` — the board of that context only; `:context all` every one."""
+        try:
+            view = contexts_view.parse_view(self.settings, argument)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.action_show_alerts()
+        self.board.set_view(view)
+
+    def action_show_alerts(self) -> None:
+        """`:alerts` — back to the board, whatever is on top of it."""
+        while self.screen is not self.board and len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_show_audit(self) -> None:
+        """`:audit` — the audit screen, over the board (as k9s switches views)."""
+        from oncall.tui.audit_screen import AuditScreen
+
+        self.action_show_alerts()
+        self.push_screen(AuditScreen(self.settings, self.audit_source, self.clock))
+
+    def action_show_context(self) -> None:
+        from oncall.tui.commands import ContextScreen
+
+        if not isinstance(self.screen, ContextScreen):
+            view = self.board.view
+            settings = self.settings if view is None else self.settings.for_context(view)
+            self.push_screen(ContextScreen(settings))
