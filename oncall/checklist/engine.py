@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from oncall.checklist.compiled import CompiledRemediation, CompiledRunbook, CompiledStep
 from oncall.checklist.expressions import ExpressionError
-from oncall.checklist.loader import CompiledRemediation, CompiledRunbook, CompiledStep
 from oncall.checklist.templates import Template
 from oncall.errors import BackendError
 from oncall.model.checklist_events import (

@@ -19,13 +19,18 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from oncall.checklist.compiled import (
+    CompiledEvidence,
+    CompiledRemediation,
+    CompiledRunbook,
+    CompiledStep,
+)
 from oncall.checklist.expressions import CompiledExpression, ExpressionError, compile_expression
 from oncall.checklist.graph import find_cycle, topological
 from oncall.checklist.runbook import MAX_TIMEOUT_S, Evidence, Remediation, Runbook, Step
 from oncall.checklist.templates import Template, compile_template
 from oncall.errors import Problem
 from oncall.model.matchers import MatcherError, parse_selection
-from oncall.probes.base import Probe
 from oncall.probes.registry import all_probes, find_probe
 from oncall.settings.yaml_marks import KeyPath, MarkedDocument, Position, load_marked_yaml
 
@@ -35,45 +40,6 @@ GATE_NAMES = ("alert", "vars", "steps")
 _STEP_REF = re.compile(r"\bsteps\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([^'\"]+)['\"])")
 
 Compiled = TypeVar("Compiled")
-
-
-@dataclass(frozen=True)
-class CompiledEvidence:
-    label: str
-    value: CompiledExpression
-    threshold: CompiledExpression | None
-    unit: str | None
-    bad: str = "above"
-
-
-@dataclass(frozen=True)
-class CompiledStep:
-    spec: Step
-    probe: Probe[Any]
-    timeout_s: float
-    params: dict[str, Template | object]
-    when: CompiledExpression | None
-    expect: CompiledExpression | None
-    warn: CompiledExpression | None
-    summary: Template | None
-    evidence: tuple[CompiledEvidence, ...]
-
-
-@dataclass(frozen=True)
-class CompiledRemediation:
-    id: str
-    spec: Remediation
-    params: dict[str, Template | object]
-
-
-@dataclass(frozen=True)
-class CompiledRunbook:
-    """A runbook ready to run: expressions compiled, steps in dependency order."""
-
-    path: str
-    spec: Runbook
-    steps: tuple[CompiledStep, ...]
-    remediations: dict[str, CompiledRemediation]
 
 
 @dataclass

@@ -30,8 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from oncall.checklist.compiled import CompiledRunbook, CompiledStep
 from oncall.checklist.engine import collect
-from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook
+from oncall.checklist.loader import load_runbook
 from oncall.errors import BackendError, Problem
 from oncall.model.checklist_events import StepResult, StepStatus
 from oncall.settings.yaml_marks import load_marked_yaml

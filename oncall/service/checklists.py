@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from oncall.checklist.compiled import CompiledRunbook, CompiledStep
 from oncall.checklist.engine import run_checklist
-from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook, runbook_files
+from oncall.checklist.loader import load_runbook, runbook_files
 from oncall.checklist.matching import Matched, best_match, matching_runbooks
 from oncall.errors import ConfigError, Problem, UsageError
 from oncall.model.alerts import RuleStatus

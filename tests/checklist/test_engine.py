@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from oncall.checklist.compiled import CompiledRunbook, CompiledStep
 from oncall.checklist.engine import collect, run_checklist
-from oncall.checklist.loader import CompiledRunbook, CompiledStep, load_runbook
+from oncall.checklist.loader import load_runbook
 from oncall.errors import BackendError
 from oncall.model.checklist_events import (
     ChecklistEvent,
