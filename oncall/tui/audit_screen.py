@@ -32,6 +32,7 @@ from oncall.settings import Settings
 from oncall.tui.audit_render import COLUMNS, chain_text, record_cells, status_text
 from oncall.tui.banner import banners
 from oncall.tui.tables import cursor_key, leave_filter, new_table
+from oncall.tui.workers import describe
 
 T = TypeVar("T")
 
@@ -60,10 +61,6 @@ class AuditDetails(Message):
     key: str
     text: str | None
     error: str | None = None
-
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, OncallError) else f"{type(exc).__name__}: {exc}"
 
 
 class AuditScreen(Screen[None]):
@@ -159,7 +156,7 @@ class AuditScreen(Screen[None]):
             try:
                 result = await question()
             except Exception as exc:  # shown on the screen, never fatal
-                self.post_message(answer(None, _describe(exc)))
+                self.post_message(answer(None, describe(exc)))
             else:
                 self.post_message(answer(result, None))
 
