@@ -10,6 +10,13 @@ changed cells and of their rows' lines, and repaints those rows; a column whose 
 ("stale 9s" to "stale 10s") costs its own cells and every line (composed again from the cached
 cells of the other columns).
 
+A column that grows or shrinks changes the table's virtual width, a reactive that lays out the
+whole screen (13–17 ms on the board when the first checklist's steps time out and its findings
+widen, stacked with the tick and a key press: issue 15.2). A table whose own width does not
+follow its content needs no layout for that unless a scrollbar comes or goes, which lays out
+by itself (`show_horizontal_scrollbar` is a layout reactive): `_update_dimensions` then
+updates the scrollbars and repaints the table instead.
+
 Written against Textual 8.2.8 (pyproject pins it). It relies on these private parts of
 `textual.widgets._data_table.DataTable`; tests/tui/test_board_table.py fails when they change:
 
@@ -17,6 +24,8 @@ Written against Textual 8.2.8 (pyproject pins it). It relies on these private pa
 - `_row_locations`, `_column_locations`: key <-> index (`TwoWayDict.get`);
 - `_update_column_widths(cells)`: Textual's own fitting of columns to cells (run at idle by
   `update_cell(update_width=True)`), here run at once;
+- `_update_dimensions(new_rows)`: run at idle, ends by setting `virtual_size`; then
+  `_layout_required` (set by that reactive) and `_scroll_update(virtual_size)` (the scrollbars);
 - `_update_count`: left alone (it keys every cache; `update_cell` bumps it);
 - `_new_rows`, `_updated_cells`: widths still to be fitted at idle (then the plain path);
 - the cache keys: `_cell_render_cache` (row key, column key, …), `_row_render_cache`
@@ -31,7 +40,8 @@ from typing import Any
 
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Region
+from textual.geometry import Region, Size
+from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, CellKey, ColumnKey, RowKey
 
@@ -72,6 +82,27 @@ class CellBatchTable(DataTable[Text]):
             key for key, column in self.columns.items() if column.content_width != widths[key]
         }
         self._forget({(row, column) for row, column, _, _ in batch}, resized)
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        """Textual's own measuring; a change of width alone, on a table whose width does not
+        follow its content, repaints the table rather than laying out the screen."""
+        pending, before = self._layout_required, self.virtual_size
+        super()._update_dimensions(new_rows)
+        if pending or not self._width_alone_changed(before, self.virtual_size):
+            return
+        self._layout_required = False
+        # The scrollbars' thumbs follow the new width; one that comes or goes lays out.
+        self._scroll_update(self.virtual_size)
+        self.refresh()
+
+    def _width_alone_changed(self, before: Size, after: Size) -> bool:
+        """Only the virtual width changed, and the table's own width is not its content's:
+        neither it nor a container above it is `width: auto` (a container measuring its
+        children counts a fraction as auto too)."""
+        if after.width == before.width or after.height != before.height:
+            return False
+        nodes = self.ancestors_with_self
+        return not any(isinstance(node, Widget) and node.styles.is_auto_width for node in nodes)
 
     def _cheap_path_holds(self, batch: list[tuple[RowKey, ColumnKey, Text, bool]]) -> bool:
         """Cell by cell only on a mounted table whose rows and widths are settled, and whose

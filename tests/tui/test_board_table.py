@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import textual
 from rich.text import Text
+from textual import messages
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.renderables.styled import Styled
+from textual.screen import Screen
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowKey
 
@@ -150,6 +152,87 @@ async def test_a_cell_wider_than_its_column_grows_the_column_for_every_row(
         await settled(pilot)
         assert app.ours.columns[ColumnKey("age")].content_width == len("Age")
         assert shown(app.ours) == shown(app.plain)
+
+
+class LayoutsAsked:
+    """The widgets that asked the screen for a layout (`messages.Layout`, posted at idle by a
+    widget whose layout reactive changed): a layout reflows and repaints the whole screen."""
+
+    def __init__(self, screen: Screen[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+        self.widgets: list[Any] = []
+        post = screen.post_message
+
+        def counted(message: Any) -> bool:
+            if isinstance(message, messages.Layout):
+                self.widgets.append(message.widget)
+            return post(message)
+
+        monkeypatch.setattr(screen, "post_message", counted)
+
+    def of(self, widget: Any) -> int:
+        return sum(asked is widget for asked in self.widgets)
+
+
+def screen_lines(app: TwoTables) -> tuple[list[str], list[str]]:
+    """What the screen shows of each table (ours above, the plain one below, 10 lines each)."""
+    lines = [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
+    return lines[:10], lines[10:20]
+
+
+async def test_a_column_grown_within_the_tables_width_repaints_it_without_a_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 15.2: the board's findings widening when the first checklist ends must not lay
+    out the whole screen; Textual's own path (the plain table) does."""
+    async with two_tables() as (app, pilot):
+        layouts = LayoutsAsked(app.screen, monkeypatch)
+        app.change([("r02", "note", "a much longer note", True)])
+        await settled(pilot)
+        assert layouts.of(app.plain) >= 1  # the same change through update_cell lays out
+        assert layouts.of(app.ours) == 0
+        assert app.ours.virtual_size.width == app.plain.virtual_size.width > 30
+        assert "a much longer note" in shown(app.ours)[3]
+        assert shown(app.ours) == shown(app.plain)
+        ours, plain = screen_lines(app)
+        assert ours == plain and "a much longer note" in ours[3]
+        app.change([("r02", "note", "ok", True)])  # and narrower again
+        await settled(pilot)
+        assert layouts.of(app.ours) == 0
+        assert shown(app.ours) == shown(app.plain)
+
+
+async def test_a_column_grown_past_the_tables_width_shows_a_scrollbar_through_a_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with two_tables() as (app, pilot):
+        layouts = LayoutsAsked(app.screen, monkeypatch)
+        wide = "a note far wider than the sixty columns of this screen, and then some"
+        app.change([("r02", "note", wide, True)])
+        await settled(pilot)
+
+        def scrollbars() -> tuple[bool, bool]:
+            return app.ours.show_horizontal_scrollbar, app.plain.show_horizontal_scrollbar
+
+        assert scrollbars() == (True, True)
+        assert layouts.of(app.ours) >= 1  # the scrollbar's own layout
+        assert shown(app.ours) == shown(app.plain)
+        app.change([("r02", "note", "ok", True)])
+        await settled(pilot)
+        assert scrollbars() == (False, False)
+        assert shown(app.ours) == shown(app.plain)
+
+
+async def test_a_table_whose_width_follows_its_content_still_lays_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with two_tables() as (app, pilot):
+        app.ours.styles.width = "auto"
+        await settled(pilot)
+        layouts = LayoutsAsked(app.screen, monkeypatch)
+        app.change([("r02", "note", "a much longer note", True)], plain=False)
+        await settled(pilot)
+        assert layouts.of(app.ours) >= 1
+        assert "a much longer note" in shown(app.ours)[3]
 
 
 async def test_a_row_out_of_view_shows_its_new_text_once_scrolled_to() -> None:
