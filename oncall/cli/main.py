@@ -18,7 +18,7 @@ import gc
 import os
 import sys
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
@@ -227,8 +227,22 @@ def _run_check(args: argparse.Namespace) -> int:
         return run(args)
 
 
+#: The most frames a second the app draws (Textual's TEXTUAL_FPS, whose default is 60). A key
+#: press landing just after a frame waits for the next: up to 16.7 ms at 60, a third of the
+#: 50 ms a press may take with every backend hung (issue 15.2; scripts/bench/tui.py, max
+#: 40-57 ms a run at 60, 12-33 ms at 120). Frames are drawn only when something changed, so
+#: an idle board costs nothing more. A TEXTUAL_FPS of the user's own is kept.
+FRAME_RATE = 120
+
+
+def cap_frame_rate(environ: MutableMapping[str, str] = os.environ) -> None:
+    """The app's frame rate, unless the environment sets one; before Textual is imported."""
+    environ.setdefault("TEXTUAL_FPS", str(FRAME_RATE))
+
+
 def prepare_app_start() -> None:
     """What the process does before importing the app (also called by scripts/bench/tui.py)."""
+    cap_frame_rate()
     no_pydantic_plugins()
     # Start-up creates objects by the hundred thousand (imports, CSS, the first compose), and
     # the collector walks them again and again: a seventh of the time to the first frame on

@@ -87,6 +87,9 @@ def main() -> int:
         skip = {"startup", "pty", "keys", "rss"}
     if not 1 <= args.runs <= 50 or not 1 <= args.presses <= 5000 or not 0 < args.minutes <= 120:
         parser.error("bounded: --runs 1..50, --presses 1..5000, --minutes (0, 120]")
+    from oncall.cli.main import cap_frame_rate
+
+    cap_frame_rate()  # the in-process parts (and their bare baselines) as `oncall` draws
     import pytest
 
     from scripts.bench.tui_backends import bench_prometheus
