@@ -52,12 +52,14 @@ def headless_run(kind: str, target: str, directory: Path) -> dict[str, float]:
     }
 
 
-def pty_run(argv: list[str], frame_marker: bytes) -> dict[str, float]:
+def pty_run(
+    argv: list[str], frame_marker: bytes, extra_env: dict[str, str] | None = None
+) -> dict[str, float]:
     """Spawn on a pseudo-terminal; seconds until first bytes, first frame, first alert state."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", HEIGHT, WIDTH, 0, 0))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ONCALL_", "TEXTUAL"))}
-    env.update(TERM="xterm-256color", COLORTERM="truecolor")
+    env.update(TERM="xterm-256color", COLORTERM="truecolor", **(extra_env or {}))
     env.pop("NO_COLOR", None)
     times: dict[str, float] = {}
     started = time.monotonic()
