@@ -62,6 +62,9 @@ class ContextAlerts:
         return [s if s.context == self.context else dataclasses.replace(s, context=self.context)
                 for s in statuses]  # fmt: skip
 
+    def warnings(self) -> tuple[str, ...]:
+        return self.source.warnings()
+
     async def history(self) -> dict[str, list[tuple[float, float]]]:
         found = await self.source.history()
         return {context_key(self.context, name): points for name, points in found.items()}

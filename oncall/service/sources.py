@@ -49,6 +49,11 @@ class AlertsSource(Protocol):
         value) points of the last hour, a minute apart. Rules without any are left out."""
         ...
 
+    def warnings(self) -> tuple[str, ...]:
+        """What the last refresh's answers warned of beside their data (Thanos: a store that
+        did not answer, so the states may be partial), each once; () when nothing."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections; called once when the app exits."""
         ...
@@ -108,6 +113,9 @@ class LiveAlerts:
             acks.start()
         statuses = await view.annotate(await self._engine.refresh())
         return statuses if acks is None else await acks.annotate(statuses)
+
+    def warnings(self) -> tuple[str, ...]:
+        return () if self._engine is None else tuple(self._engine.warnings)
 
     async def history(self) -> dict[str, list[tuple[float, float]]]:
         if self._engine is None:

@@ -280,7 +280,9 @@ class OncallApp(ScreenActions):
     # -- message handlers ------------------------------------------------------------------
 
     def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
-        self.book.update(message.statuses, message.at, context=message.context)
+        book = self.book
+        book.update(message.statuses, message.at, context=message.context)
+        book.warned(message.warnings, context=message.context)
         self._start_due()
         self.repaint()
         self._ask_history(message.at)

@@ -23,6 +23,8 @@ class AlertsRefreshed(Message):
     at: float
     #: The context refreshed (its loop's); None with one context.
     context: str | None = None
+    #: What the answers warned of beside their data (`AlertsSource.warnings`).
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass

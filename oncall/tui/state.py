@@ -129,6 +129,8 @@ class AlertBook:
     refresh_error: str | None = None
     #: The contexts whose last refresh raised, with the error (`contexts:`).
     context_errors: dict[str, str] = field(default_factory=dict)
+    #: What each context's last answers warned of ("" with one context), none left empty.
+    warnings: dict[str, tuple[str, ...]] = field(default_factory=dict)
     wanted: set[str] = field(default_factory=set)
     last_auto: dict[str, float] = field(default_factory=dict)
     generation: int = 0
@@ -162,6 +164,21 @@ class AlertBook:
         self.statuses = fresh
         self.refreshed_at = now
         self.refresh_error = self.joined_context_errors()
+
+    def warned(self, warnings: tuple[str, ...], *, context: str | None = None) -> None:
+        """A refresh's warnings replace that context's last ones (none: the note goes)."""
+        if warnings:
+            self.warnings[context or ""] = warnings
+        else:
+            self.warnings.pop(context or "", None)
+
+    def warning_line(self) -> str | None:
+        """'prometheus warns: …' with the first warning of each context, or None."""
+        notes = []
+        for context, warnings in self.warnings.items():
+            more = f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else ""
+            notes.append(f"{context + ': ' if context else ''}{warnings[0]}{more}")
+        return f"prometheus warns: {'; '.join(notes)}" if notes else None
 
     def context_failed(self, context: str, error: str) -> None:
         """A context's refresh raised: said on the board, the other contexts' states kept."""

@@ -43,7 +43,7 @@ async def alerts_loop(
         except Exception as exc:  # a broken refresh is shown and tried again, never fatal
             post(AlertsFailed(describe(exc), of))
         else:
-            post(AlertsRefreshed(statuses, clock(), of))
+            post(AlertsRefreshed(statuses, clock(), of, source.warnings()))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(interval):
                 await wake.wait()

@@ -120,6 +120,8 @@ class FakeAlerts:
     ) -> None:
         self.statuses = list(statuses)
         self.history_points = dict(history or {})
+        #: What each refresh says its answers warned of (`AlertsSource.warnings`).
+        self.warned: tuple[str, ...] = ()
         self.calls = 0
         self.history_calls = 0
         self.closed = False
@@ -131,6 +133,9 @@ class FakeAlerts:
     async def history(self) -> dict[str, list[tuple[float, float]]]:
         self.history_calls += 1
         return dict(self.history_points)
+
+    def warnings(self) -> tuple[str, ...]:
+        return self.warned
 
     async def aclose(self) -> None:
         self.closed = True
