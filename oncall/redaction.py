@@ -116,6 +116,18 @@ def _scheme_value(match: re.Match[str]) -> str:
     return f"{match['head']}{MASK}" if looks_like else match[0]
 
 
+#: C0 controls but tab and newline, DEL and C1 controls: each shown as "?". A backend's text
+#: (a rule's name or annotation, a warning, an error body) with an escape sequence in it
+#: would otherwise reach the operator's terminal as a command to it: clear or repaint the
+#: screen (hiding the production banner), set the title, write the clipboard (OSC 52).
+_CONTROLS = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with the control characters a terminal would act on replaced by "?"."""
+    return text.translate(_CONTROLS)
+
+
 def redact(text: str, *, keep_url_user: bool = True) -> str:
     """text with every secret masked (see the module's docstring). `keep_url_user=False`
     masks a URL's whole userinfo (for text a process printed: its user may be a secret too)."""
@@ -174,10 +186,14 @@ def redact_log(line: str) -> str:
 
 
 class RedactingStream(io.TextIOBase):
-    """A text stream that redacts what it writes, a whole line at a time.
+    """A text stream that redacts what it writes, a whole line at a time, and disarms the
+    control characters in it (`terminal_safe`: a rule name or an error body a backend sent
+    is printed as text, never as a command to the terminal).
 
     `json.dump` and `print` write in pieces; buffering to the end of a line means a secret
-    split across two writes is still seen whole. `flush` writes out a partial line.
+    split across two writes is still seen whole. `flush` writes out a partial line. A
+    command's own escape sequence (`oncall alerts --watch` clearing the screen) is written
+    to `inner`.
     """
 
     def __init__(self, inner: TextIO) -> None:
@@ -189,12 +205,12 @@ class RedactingStream(io.TextIOBase):
         self._pending += text
         if "\n" in self._pending:
             complete, _, self._pending = self._pending.rpartition("\n")
-            self.inner.write(redact(complete) + "\n")
+            self.inner.write(terminal_safe(redact(complete)) + "\n")
         return len(text)
 
     def flush(self) -> None:
         if self._pending:
-            self.inner.write(redact(self._pending))
+            self.inner.write(terminal_safe(redact(self._pending)))
             self._pending = ""
         self.inner.flush()
 

@@ -259,7 +259,11 @@ async def _loop(
         )  # fmt: skip
         text = render_json(report) if args.output == "json" else render_table(report)
         if args.watch and sys.stdout.isatty():
-            sys.stdout.write("\x1b[H\x1b[2J")  # redraw in place, like watch(1)
+            # Redraw in place, like watch(1): the one escape sequence of our own, written
+            # past the redacting stream (which shows every other one as text).
+            sys.stdout.flush()
+            raw = getattr(sys.stdout, "inner", sys.stdout)
+            raw.write("\x1b[H\x1b[2J")
         print(text, flush=True)
         if not args.watch:
             return exit_code(report)

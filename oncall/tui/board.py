@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
-from oncall.redaction import redact
+from oncall.redaction import redact, terminal_safe
 from oncall.settings import Settings
 from oncall.tui import contexts_view
 from oncall.tui.banner import ContextBanner, banners
@@ -311,7 +311,8 @@ class BoardScreen(Screen[None]):
             if book.refresh_error:
                 parts.append(f"last refresh failed: {book.refresh_error}")
             if warning := book.warning_line():
-                parts.append(redact(warning))  # the server's words: a secret they echo is masked
+                # The server's words: a secret they echo masked, an escape sequence disarmed.
+                parts.append(terminal_safe(redact(warning)))
             text = " · ".join(parts)
         if not self.filter:
             return text

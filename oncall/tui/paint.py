@@ -13,9 +13,12 @@ from rich.text import Text
 from textual.app import App
 from textual.color import Color, ColorParseError
 
+from oncall.redaction import terminal_safe
+
 
 def styled(app: App[Any], text: str, colour: str | None = None, *, bold: bool = False) -> Text:
-    """`text` in the colour of theme variable `colour` (e.g. 'error'), plain text otherwise."""
+    """`text` in the colour of theme variable `colour` (e.g. 'error'), plain text otherwise;
+    its control characters shown as "?" (`terminal_safe`: the text may be a backend's)."""
     parts = []
     if bold:
         parts.append("bold")
@@ -23,7 +26,7 @@ def styled(app: App[Any], text: str, colour: str | None = None, *, bold: bool = 
         resolved = theme_colour(app, colour)
         if resolved:
             parts.append(resolved)
-    return Text(text, style=" ".join(parts), end="")
+    return Text(terminal_safe(text), style=" ".join(parts), end="")
 
 
 def theme_colour(app: App[Any], name: str) -> str | None:
