@@ -36,10 +36,40 @@ def status_reason(status: int) -> str:
     return "auth" if status in (401, 403) else f"http {status}"
 
 
+def cancel_requests() -> int:
+    """How many cancellations of the current task are pending (`Task.cancelling`)."""
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 0
+
+
+def raise_swallowed_cancel(before: int) -> None:
+    """Raise the cancellation a library swallowed: `before` is `cancel_requests()` taken
+    before the call. anyio#1214 (anyio 4.13-4.16): a `Task.cancel()` that lands while
+    `connect_tcp` cancels its other Happy Eyeballs attempts is taken for anyio's own, and
+    the request returns (or fails with ConnectError) while the task still counts the
+    cancellation. Most likely what lost Ctrl-C during `oncall remediate`'s verification in
+    two full test runs under load (tests/security/test_type_ahead.py: the wait, whose first
+    query connects, ran its full 30 s; not reproduced alone). A timeout's own cancellation
+    is taken back (`uncancel`) before this looks, so it is not counted."""
+    if cancel_requests() > before:
+        raise asyncio.CancelledError
+
+
 async def exchange(
     request: Awaitable[httpx.Response], *, backend: str, target: str, within: float
 ) -> httpx.Response:
-    """Await one httpx request, bounded by `within` seconds; transport failures as BackendError."""
+    """Await one httpx request, bounded by `within` seconds; transport failures as BackendError;
+    a cancellation of the caller is a CancelledError, whatever httpx made of it."""
+    before = cancel_requests()
+    try:
+        return await _bounded(request, backend=backend, target=target, within=within)
+    finally:
+        raise_swallowed_cancel(before)
+
+
+async def _bounded(
+    request: Awaitable[httpx.Response], *, backend: str, target: str, within: float
+) -> httpx.Response:
     try:
         async with asyncio.timeout(within):
             return await request

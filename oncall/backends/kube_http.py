@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 
 from oncall.backends.answer_size import ACCEPT_ENCODING, MIB, AnswerTooLarge, BoundedTransport
+from oncall.backends.http import cancel_requests, raise_swallowed_cancel
 from oncall.backends.kube_config import Credential, KubeConfigError, KubeConnection
 from oncall.errors import BackendError
 
@@ -180,6 +181,7 @@ class KubeHttp:
         if self.conn.tls_server_name:
             extensions["sni_hostname"] = self.conn.tls_server_name
         client = await self._pool(credential)
+        before = cancel_requests()
         try:
             async with asyncio.timeout(self.timeout):
                 response = await client.request(
@@ -192,6 +194,8 @@ class KubeHttp:
             raise self.error("bad payload", str(exc)) from exc
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
+        finally:
+            raise_swallowed_cancel(before)  # anyio#1214: see oncall.backends.http
         if response.status_code == 401:
             self.conn.credentials.invalidate()
         return response
