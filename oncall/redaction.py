@@ -128,6 +128,17 @@ def terminal_safe(text: str) -> str:
     return text.translate(_CONTROLS)
 
 
+#: What `json.dumps(..., ensure_ascii=False)` leaves raw that a terminal may act on: DEL and
+#: the C1 controls (it escapes C0 itself). As `\u00XX` escapes, the JSON means the same.
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+
+
+def json_terminal_safe(text: str) -> str:
+    """JSON text (from `json.dumps`) with DEL and the C1 controls escaped: the same JSON,
+    safe on a terminal. Only inside strings can they be, where an escape means the same."""
+    return text.translate(_JSON_CONTROLS)
+
+
 def redact(text: str, *, keep_url_user: bool = True) -> str:
     """text with every secret masked (see the module's docstring). `keep_url_user=False`
     masks a URL's whole userinfo (for text a process printed: its user may be a secret too)."""

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, UsageError
+from oncall.redaction import json_terminal_safe, terminal_safe
 
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditQuery, LiveAudit, LogLine
@@ -178,9 +179,9 @@ def run_list(args: argparse.Namespace) -> int:
             else {"line": line.number, "problem": line.problem}
             for line in lines
         ]  # fmt: skip
-        print(json.dumps(body, indent=2, ensure_ascii=False))
+        print(json_terminal_safe(json.dumps(body, indent=2, ensure_ascii=False)))
     else:
-        sys.stdout.write(render_table(lines))
+        sys.stdout.write(terminal_safe(render_table(lines)))
     return EXIT_OK
 
 
@@ -190,7 +191,7 @@ def run_show(args: argparse.Namespace) -> int:
     record = audit.find(wanted)
     if record is None:
         raise UsageError(f"no audit record with id or seq {wanted!r} in {audit.path}")
-    print(json.dumps(record, indent=2, ensure_ascii=False))
+    print(json_terminal_safe(json.dumps(record, indent=2, ensure_ascii=False)))
     return EXIT_OK
 
 

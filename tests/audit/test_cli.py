@@ -234,6 +234,36 @@ def test_export_jsonl_is_verbatim(log: AuditLog) -> None:
     assert result.stdout.encode() == log.path.read_bytes()
 
 
+def test_a_record_with_control_characters_is_shown_safe_and_exported_verbatim(
+    log: AuditLog,
+) -> None:
+    """A record may hold a backend's text with escape sequences (C0 ones are JSON escapes in
+    the log; C1 ones are stored as they came). `list` and `show` must not hand them to the
+    reviewer's terminal; `export` is the log's bytes, so that each line still verifies."""
+    hostile = "engine said \x9b31m \x85 \x1b[2J\x1b]0;pwned\x07"
+    log.append(
+        action_id="act-c", transition="failed", action="rebuild-pod", target=POD, actor=ALICE,
+        outcome=hostile,
+    )  # fmt: skip
+    assert "\x9b".encode() in log.path.read_bytes()
+    controls = ("\x1b", "\x07", "\x9b", "\x85")
+    table = audit(log.path, "list")
+    assert table.code == 0, table.stderr
+    # (the table folds whitespace, and Python counts NEL, U+0085, as whitespace)
+    assert "engine said ?31m ?[2J?]0;pwned?" in table.stdout
+    listed = audit(log.path, "list", "-o", "json")
+    record = next(r for r in json.loads(listed.stdout) if r.get("action_id") == "act-c")
+    assert record["outcome"] == hostile  # the same JSON, its controls as escapes
+    shown = audit(log.path, "show", record["id"])
+    assert json.loads(shown.stdout)["outcome"] == hostile
+    for text in (table.stdout, listed.stdout, shown.stdout):
+        assert not [c for c in controls if c in text], repr(text)
+    exported = audit(log.path, "export", "-o", "jsonl")
+    assert exported.code == 0, exported.stderr
+    assert exported.stdout.encode() == log.path.read_bytes()
+    assert audit(log.path, "verify").code == 0
+
+
 def test_export_jsonl_filtered(log: AuditLog) -> None:
     result = audit(log.path, "export", "--actor", "bob")
     assert [json.loads(line)["seq"] for line in result.stdout.splitlines()] == [5]
