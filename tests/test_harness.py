@@ -75,3 +75,20 @@ def test_servers_die_when_the_test_process_is_killed(tmp_path: Path) -> None:
             child.kill()
             child.wait()
     assert not pid_alive(server_pid)
+
+
+def test_a_command_on_the_terminal_gets_ctrl_c_when_the_tests_run_with_it_ignored() -> None:
+    """`make test &` (or `(make test &)`) runs the whole suite with SIGINT ignored; the child a
+    Ctrl-C test drives must still get it, as a terminal's foreground process would."""
+    from tests.harness.terminal import run_on_terminal
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        run = run_on_terminal(
+            ["0", "--bind", "127.0.0.1"], module="http.server", timeout=20,
+            interrupt_at="Serving HTTP",
+        )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert "Keyboard interrupt received" in run.output, run.output
+    assert signal.getsignal(signal.SIGINT) is before

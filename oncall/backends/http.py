@@ -47,10 +47,8 @@ def raise_swallowed_cancel(before: int) -> None:
     before the call. anyio#1214 (anyio 4.13-4.16): a `Task.cancel()` that lands while
     `connect_tcp` cancels its other Happy Eyeballs attempts is taken for anyio's own, and
     the request returns (or fails with ConnectError) while the task still counts the
-    cancellation. Most likely what lost Ctrl-C during `oncall remediate`'s verification in
-    two full test runs under load (tests/security/test_type_ahead.py: the wait, whose first
-    query connects, ran its full 30 s; not reproduced alone). A timeout's own cancellation
-    is taken back (`uncancel`) before this looks, so it is not counted."""
+    cancellation: a step's timeout or a Ctrl-C would then not end the call. A timeout's own
+    cancellation is taken back (`uncancel`) before this looks, so it is not counted."""
     if cancel_requests() > before:
         raise asyncio.CancelledError
 

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -33,6 +33,23 @@ def _keys(answer: Answer, output: bytes) -> bytes:
         return answer
     text = answer(output.decode("utf-8", "replace")) if callable(answer) else answer
     return text.encode() + b"\n"
+
+
+@contextlib.contextmanager
+def _ctrl_c_handled() -> Iterator[None]:
+    """SIGINT handled while the child is spawned, as a terminal's foreground process has it. A
+    shell runs background jobs with SIGINT ignored (`make test &`, `(make test &)`), a child
+    inherits an ignored signal across exec, and Python keeps it ignored: Ctrl-C would then
+    never reach the command under test (three clean runs on 2026-12-02 failed so). A handled
+    one is reset to the default by exec, and Python installs its own."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_on_terminal(
@@ -55,10 +72,11 @@ def run_on_terminal(
     master, slave = os.openpty()
     if typed_ahead:  # in the input buffer before the process even starts
         os.write(master, typed_ahead)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, *args],
-        stdin=slave, stdout=slave, stderr=slave, env={**base, **(env or {})}, close_fds=True,
-    )  # fmt: skip
+    with _ctrl_c_handled():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            stdin=slave, stdout=slave, stderr=slave, env={**base, **(env or {})}, close_fds=True,
+        )  # fmt: skip
     os.close(slave)
     output = b""
     pending = list(answers)
