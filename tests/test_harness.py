@@ -77,18 +77,30 @@ def test_servers_die_when_the_test_process_is_killed(tmp_path: Path) -> None:
     assert not pid_alive(server_pid)
 
 
-def test_a_command_on_the_terminal_gets_ctrl_c_when_the_tests_run_with_it_ignored() -> None:
+@pytest.mark.parametrize("from_a_thread", [False, True])
+def test_a_command_on_the_terminal_gets_ctrl_c_when_the_tests_run_with_it_ignored(
+    from_a_thread: bool,
+) -> None:
     """`make test &` (or `(make test &)`) runs the whole suite with SIGINT ignored; the child a
-    Ctrl-C test drives must still get it, as a terminal's foreground process would."""
-    from tests.harness.terminal import run_on_terminal
+    Ctrl-C test drives must still get it, as a terminal's foreground process would, also when
+    a test drives it from a worker thread (two operators at once)."""
+    import concurrent.futures
 
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        run = run_on_terminal(
+    from tests.harness.terminal import TerminalRun, run_on_terminal
+
+    def serve() -> TerminalRun:
+        return run_on_terminal(
             ["0", "--bind", "127.0.0.1"], module="http.server", timeout=20,
             interrupt_at="Serving HTTP",
         )  # fmt: skip
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if from_a_thread:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                run = pool.submit(serve).result(timeout=60)
+        else:
+            run = serve()
     finally:
         signal.signal(signal.SIGINT, before)
     assert "Keyboard interrupt received" in run.output, run.output
-    assert signal.getsignal(signal.SIGINT) is before

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -35,21 +35,15 @@ def _keys(answer: Answer, output: bytes) -> bytes:
     return text.encode() + b"\n"
 
 
-@contextlib.contextmanager
-def _ctrl_c_handled() -> Iterator[None]:
-    """SIGINT handled while the child is spawned, as a terminal's foreground process has it. A
-    shell runs background jobs with SIGINT ignored (`make test &`, `(make test &)`), a child
-    inherits an ignored signal across exec, and Python keeps it ignored: Ctrl-C would then
-    never reach the command under test (three clean runs on 2026-12-02 failed so). A handled
-    one is reset to the default by exec, and Python installs its own."""
-    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    if ignored:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+#: How the child starts: `python -m MODULE ARGS` with SIGINT handled as on a terminal. A shell
+#: runs background jobs with SIGINT ignored (`make test &`, `(make test &)`), a child inherits
+#: an ignored signal across exec, and Python keeps it ignored: Ctrl-C would then never reach
+#: the command under test (three clean runs on 2026-12-02 failed so). Set in the child, not
+#: around the spawn: tests run this from worker threads too, where `signal.signal` refuses.
+_START = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
 
 
 def run_on_terminal(
@@ -72,11 +66,10 @@ def run_on_terminal(
     master, slave = os.openpty()
     if typed_ahead:  # in the input buffer before the process even starts
         os.write(master, typed_ahead)
-    with _ctrl_c_handled():
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            stdin=slave, stdout=slave, stderr=slave, env={**base, **(env or {})}, close_fds=True,
-        )  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _START, module, *args],
+        stdin=slave, stdout=slave, stderr=slave, env={**base, **(env or {})}, close_fds=True,
+    )  # fmt: skip
     os.close(slave)
     output = b""
     pending = list(answers)
