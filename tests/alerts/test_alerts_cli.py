@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.cli_runner import run_oncall
 from tests.harness.faults import refused_port
 from tests.harness.servers import RunningServer
+from tests.harness.terminal import PYTHON_M_WITH_CTRL_C
 
 PACK = """\
 groups:
@@ -106,11 +107,7 @@ def test_watch_refreshes_until_interrupted(tmp_path: Path, prometheus_srv: Runni
     (tmp_path / "test.yaml").write_text(PACK)
     # A shell runs background jobs with SIGINT ignored, and children inherit that (make test
     # started with `&`): give the child Python's own Ctrl-C handler, as a terminal would.
-    start = (
-        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
-        " sys.argv = ['oncall', *sys.argv[1:]]; runpy.run_module('oncall', run_name='__main__')"
-    )
-    argv = [sys.executable, "-c", start, "alerts", "--watch",
+    argv = [sys.executable, "-c", PYTHON_M_WITH_CTRL_C, "oncall", "alerts", "--watch",
             *_args(tmp_path, prometheus_srv.url), "--set", "alerts.refresh=300ms"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONCALL_")}
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)

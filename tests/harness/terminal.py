@@ -35,12 +35,13 @@ def _keys(answer: Answer, output: bytes) -> bytes:
     return text.encode() + b"\n"
 
 
-#: How the child starts: `python -m MODULE ARGS` with SIGINT handled as on a terminal. A shell
+#: `python -c PYTHON_M_WITH_CTRL_C MODULE ARGS` is `python -m MODULE ARGS` with SIGINT handled
+#: as on a terminal (how the child here starts; tests/alerts' --watch test too). A shell
 #: runs background jobs with SIGINT ignored (`make test &`, `(make test &)`), a child inherits
 #: an ignored signal across exec, and Python keeps it ignored: Ctrl-C would then never reach
 #: the command under test (three clean runs on 2026-12-02 failed so). Set in the child, not
 #: around the spawn: tests run this from worker threads too, where `signal.signal` refuses.
-_START = (
+PYTHON_M_WITH_CTRL_C = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
 )
@@ -67,7 +68,7 @@ def run_on_terminal(
     if typed_ahead:  # in the input buffer before the process even starts
         os.write(master, typed_ahead)
     proc = subprocess.Popen(
-        [sys.executable, "-c", _START, module, *args],
+        [sys.executable, "-c", PYTHON_M_WITH_CTRL_C, module, *args],
         stdin=slave, stdout=slave, stderr=slave, env={**base, **(env or {})}, close_fds=True,
     )  # fmt: skip
     os.close(slave)
