@@ -36,10 +36,11 @@ EXPECTED: dict[str, set[str]] = {
         "PrometheusScrapeFailing",
     },
     "vllm": {
-        "VllmE2ELatencyP99High",
+        "VllmInterTokenLatencyP99High",
         "VllmTTFTP99High",
         "VllmQueueTimeP99High",
         "VllmKVCacheSaturated",
+        "VllmEngineHung",
         "VllmEngineRestarted",
         "VllmRequestErrorsHigh",
     },
@@ -193,7 +194,7 @@ BREAKAGES = [
     pytest.param("platform", "[1h]", "[5m]", "GPUXidError", id="window-shortened"),
     pytest.param("vllm", "> 0.9\n", "> 0.8\n", "VllmKVCacheSaturated", id="vllm-kv-lowered"),
     pytest.param(
-        "vllm", "[1m]))) > 0.5\n", "[1m]))) > 0.7\n", "VllmQueueTimeP99High", id="vllm-queue"
+        "vllm", "[5m]))) > 0.5\n", "[5m]))) > 0.8\n", "VllmQueueTimeP99High", id="vllm-queue"
     ),
 ]
 

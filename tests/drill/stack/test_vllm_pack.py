@@ -67,7 +67,7 @@ async def fired_by(
 async def test_vllm_pack_fires_under_model_stuck(drill: Drill) -> None:
     async with (
         PrometheusClient(drill.prometheus, timeout=2) as prom,
-        fired_by(drill, prom, "VllmE2ELatencyP99High", "model-stuck"),
+        fired_by(drill, prom, "VllmInterTokenLatencyP99High", "model-stuck"),
     ):
         pass  # fired_by waits for both: inactive before, firing under the fault
 
