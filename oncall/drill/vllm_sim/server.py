@@ -56,6 +56,9 @@ class _StepWatch:
     def on_scheduled(self, prompt_tokens: int, prefix_hit_tokens: int) -> None:
         self.metrics.on_scheduled(prompt_tokens, prefix_hit_tokens)
 
+    def on_first_token(self, ttft: float) -> None:
+        self.metrics.on_first_token(ttft)
+
     def on_tokens(self, count: int, inter_token_latency: float | None) -> None:
         self.metrics.on_tokens(count, inter_token_latency)
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 import pytest
 from prometheus_client.samples import Sample
 
+from oncall.drill.vllm_sim import Engine, SimConfig
+from oncall.drill.vllm_sim.engine import FinishedRequest
 from oncall.drill.vllm_sim.metrics import (
     ITL_BUCKETS,
     NUM_PREEMPTIONS_BUCKETS,
     REQUEST_LATENCY_BUCKETS,
     TTFT_BUCKETS,
+    VllmMetrics,
 )
 from tests.drill.vllm.conftest import Starter
 from tests.drill.vllm.helpers import MODEL, completion_body, families, metrics_text, sample_value
@@ -141,3 +146,25 @@ def test_disable_log_stats_removes_every_vllm_metric(sim_factory: Starter) -> No
     found = families(metrics_text(sim.url))
     assert not [name for name in found if name.startswith("vllm:")]
     assert "process_cpu_seconds" in found
+
+
+def test_aborted_requests_count_nowhere_but_ttft_already_observed() -> None:
+    """vLLM declares finished_reason="abort" but never increments it, and leaves aborted
+    requests out of the per-request histograms (vllm issues #55634, #31503)."""
+    metrics = VllmMetrics(SimConfig(model="m", max_model_len=4096))
+    metrics.on_first_token(0.3)
+    done = FinishedRequest(
+        finish_reason="abort", prompt_tokens=10, generation_tokens=4, max_tokens=100,
+        num_preemptions=0, e2e=9.0, queue=0.1, ttft=0.3, prefill=0.2, decode=8.7, inference=8.9,
+    )  # fmt: skip
+    metrics.on_finished(done)
+    text = metrics.render(Engine(SimConfig(model="m", max_model_len=4096)).state()).decode()
+    assert sample_value(text, "vllm:request_success_total", finished_reason="abort") == 0
+    assert sample_value(text, "vllm:e2e_request_latency_seconds_count") == 0
+    assert sample_value(text, "vllm:request_queue_time_seconds_count") == 0
+    assert sample_value(text, "vllm:time_to_first_token_seconds_count") == 1
+    metrics.on_finished(replace(done, finish_reason="stop"))
+    text = metrics.render(Engine(SimConfig(model="m", max_model_len=4096)).state()).decode()
+    assert sample_value(text, "vllm:request_success_total", finished_reason="stop") == 1
+    assert sample_value(text, "vllm:e2e_request_latency_seconds_count") == 1
+    assert sample_value(text, "vllm:time_to_first_token_seconds_count") == 1  # not again
