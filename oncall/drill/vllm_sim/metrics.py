@@ -28,6 +28,7 @@ from prometheus_client import (
 
 from oncall.drill.vllm_sim.config import SimConfig
 from oncall.drill.vllm_sim.engine import EngineState, FinishedRequest
+from oncall.drill.vllm_sim.http_metrics import HttpAnswer, HttpMetrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -226,12 +227,7 @@ class VllmMetrics:
         PlatformCollector(registry=self.registry)
         self._children: dict[str, Any] = {}
         self._families: dict[str, Any] = {}
-        self._http = Counter(
-            "http_requests",
-            "Total number of requests by method, status and handler.",
-            ("handler", "method", "status"),
-            registry=self.registry,
-        )
+        self._http = HttpMetrics(self.registry)
         base = {"model_name": config.served_model_name, "engine": "0"}
         self._base = base
         if config.disable_log_stats:
@@ -357,10 +353,10 @@ class VllmMetrics:
             tpot = request.decode / (request.generation_tokens - 1)
             self._observe("vllm:request_time_per_output_token_seconds", tpot)
 
-    def on_http(self, handler: str, method: str, status: int) -> None:
-        """One answered HTTP request, as prometheus-fastapi-instrumentator counts it."""
-        if handler not in _UNINSTRUMENTED and not handler.startswith("/drill"):
-            self._http.labels(handler=handler, method=method, status=f"{status // 100}xx").inc()
+    def on_http(self, answer: HttpAnswer) -> None:
+        """One answered HTTP request, as prometheus-fastapi-instrumentator records it."""
+        if answer.handler not in _UNINSTRUMENTED and not answer.handler.startswith("/drill"):
+            self._http.record(answer)
 
     # ---- exposition -----------------------------------------------------------------------
 

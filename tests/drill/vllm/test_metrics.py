@@ -44,6 +44,12 @@ COMMON = {
     "vllm:request_prefill_time_seconds": "histogram",
     "vllm:request_decode_time_seconds": "histogram",
     "vllm:cache_config_info": "gauge",
+    # The API server's, from prometheus-fastapi-instrumentator's defaults.
+    "http_requests": "counter",
+    "http_request_size_bytes": "summary",
+    "http_response_size_bytes": "summary",
+    "http_request_duration_highr_seconds": "histogram",
+    "http_request_duration_seconds": "histogram",
 }
 ONLY_NEW = {
     "vllm:num_requests_waiting_by_reason": "gauge",
@@ -116,6 +122,12 @@ def test_names_types_labels_and_buckets(
     assert sample_value(text, "vllm:e2e_request_latency_seconds_count") == 1
     assert sample_value(text, "vllm:time_to_first_token_seconds_count") == 1
     assert sample_value(text, "vllm:inter_token_latency_seconds_count") == 6
+    handler = {"handler": "/v1/completions"}
+    assert sample_value(text, "http_requests_total", **handler, status="2xx", method="POST") == 1
+    assert sample_value(text, "http_request_size_bytes_count", **handler) == 1
+    assert sample_value(text, "http_response_size_bytes_sum", **handler) > 0
+    assert sample_value(text, "http_request_duration_seconds_count", **handler) == 1
+    assert sample_value(text, "http_request_duration_highr_seconds_count") == 1  # not /version
     assert 0 <= sample_value(text, "vllm:kv_cache_usage_perc") <= 1
     (info,) = found["vllm:cache_config_info"][1]
     assert info.value == 1
