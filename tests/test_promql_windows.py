@@ -20,20 +20,22 @@ ALERTS = Path(__file__).resolve().parent.parent / "alerts"
 @pytest.mark.parametrize(
     ("expr", "scale", "scaled"),
     [
-        ("rate(x[5m]) > 0", 0.05, "rate(x[20s]) > 0"),  # 15s, floored at 20s
+        ("rate(x[5m]) > 0", 0.05, "rate(x[60s]) > 0"),  # 15s, floored at a minute
         ("rate(x[1h])", 0.05, "rate(x[180s])"),
         ("rate(x[10s])", 0.05, "rate(x[10s])"),  # already under the floor: kept
+        ("rate(x[1m])", 0.05, "rate(x[1m])"),  # at the floor: kept as written
         ("rate(x[1h30m])", 0.1, "rate(x[540s])"),
+        ("rate(x[10m])", 0.05, "rate(x[60s])"),
         ("max_over_time(m[1h:1m])", 0.05, "max_over_time(m[180s:3s])"),
         ("max_over_time(m[ 1h : ])", 0.05, "max_over_time(m[180s:])"),
         ("x offset 1h == x", 0.05, "x offset 180s == x"),
-        ("rate(x[5m] offset -1h)", 0.05, "rate(x[20s] offset -180s)"),
+        ("rate(x[5m] offset -1h)", 0.05, "rate(x[60s] offset -180s)"),
         ("rate(x[5m])", 2, "rate(x[600s])"),
         ("rate(x[5m])", 1, "rate(x[5m])"),
         # Strings and comments are not code: a `[5m]` or `offset 1h` in them stays.
         ('rate(x{path="/a[5m]", q=\'offset 1h\'}[5m])', 0.05,
-         'rate(x{path="/a[5m]", q=\'offset 1h\'}[20s])'),
-        ("rate(x[5m]) # was [1m]\n> 0", 0.05, "rate(x[20s]) # was [1m]\n> 0"),
+         'rate(x{path="/a[5m]", q=\'offset 1h\'}[60s])'),
+        ("rate(x[5m]) # was [1m]\n> 0", 0.05, "rate(x[60s]) # was [1m]\n> 0"),
         ('label_replace(x, "d", "$1", "s", "(offset 5m)")', 0.05,
          'label_replace(x, "d", "$1", "s", "(offset 5m)")'),
         ("y{offset_name=\"a\"}", 0.05, "y{offset_name=\"a\"}"),  # a label name, not offset

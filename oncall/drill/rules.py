@@ -2,7 +2,7 @@
 
 A `for: 2m` alert makes a drill wait two minutes; `drill up --for-scale 0.05` deploys a copy
 of every rule file with `for` and `keep_firing_for` multiplied by 0.05 (2m → 6s), and the
-expressions' windows with them (`rate(x[5m])` → `[20s]`: `oncall.promql_windows`), so packs
+expressions' windows with them (`rate(x[5m])` → `[60s]`: `oncall.promql_windows`), so packs
 written for a one-minute scrape interval still trip within seconds. The same scale goes into
 the app's `oncall.yaml` (`alerts.for_scale`), so the app's own evaluation and Prometheus agree.
 Everything else in the files is kept as it is.
