@@ -7,9 +7,9 @@ would take minutes to move a rate. `scale_windows` multiplies every range (`[5m]
 range and step (`[1h:1m]`) and `offset` of an expression by the same scale, so the drill keeps
 short windows, while never shrinking a range below `MIN_RANGE_S`: a minute, 60 samples at the
 drill's 1-second scrape, so that ratios and quantiles of its light load stay as steady as the
-[1m] windows drills used before (20 s made a hit ratio hover around its threshold). Used by the drill's deployed copies of the rule files
-(`oncall.drill.rules`) and by the app's own evaluation of them (`alerts.for_scale`), so both
-evaluate the same expression.
+[1m] windows drills used before (20 s made a hit ratio hover around its threshold). Used by
+the drill's deployed copies of the rule files (`oncall.drill.rules`) and by the app's own
+evaluation of them (`alerts.for_scale`), so both evaluate the same expression.
 
 Only durations are rewritten: the text is cut into string literals and comments (kept as
 they are) and code, in which a duration follows `[`, `:` inside brackets, or `offset`.
