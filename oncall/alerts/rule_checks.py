@@ -41,6 +41,7 @@ from oncall.alerts.durations import parse_prom_duration
 from oncall.alerts.prometheusrule import RuleDocument
 from oncall.alerts.templates import template_error
 from oncall.model.alerts import AlertRule
+from oncall.promql_windows import scale_windows
 from oncall.settings.yaml_marks import KeyPath, MarkedDocument, load_marked_yaml
 
 _FILE_FIELDS = ("groups",)
@@ -286,7 +287,8 @@ class RuleFileChecker:
         self.rules.append(
             AlertRule(
                 name=name,
-                expr=expr,
+                # The drill's deployed copy scales the windows with `for` (drill/rules.py).
+                expr=scale_windows(expr, self.for_scale),
                 group=group.name,
                 file=self.file,
                 line=self.doc.key_at[(*path, "alert")].line,

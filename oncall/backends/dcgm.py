@@ -21,6 +21,10 @@ exporters' scrape targets. The layouts read (shapes recorded in `fixtures/dcgm/`
   `gpu` and `UUID`; each instance is a device of its own.
 * `FB_RESERVED` (a default counter since 4.3.1-4.4.0) is part of the card's total:
   total = used + free + reserved. Older exporters lack it: total = used + free.
+* `XID_ERRORS` since 4.0.0 carries `err_code`/`err_msg` labels, so each new Xid is a new
+  series; on a default install there is no row at all until the first Xid (DCGM's blank value
+  is skipped): such a device reads `last_xid` None (not reported), which the checklists count
+  as no Xid. Two Xid rows of one device (an old series within the lookback) read the highest.
 """
 
 from __future__ import annotations
@@ -109,10 +113,10 @@ class _Rows:
     per_pod: dict[Workload, dict[str, float]] = field(default_factory=dict)
 
     def add(self, attr: str, value: float, workload: Workload | None) -> None:
-        if workload is None:
-            self.device[attr] = value
-        else:
-            self.per_pod.setdefault(workload, {})[attr] = value
+        values = self.device if workload is None else self.per_pod.setdefault(workload, {})
+        if attr == "xid" and attr in values:  # two Xid series (err_code labels): the highest
+            value = max(value, values[attr])
+        values[attr] = value
 
     def get(self, attr: str) -> float | None:
         """The device's value: its own row, else a per-pod copy (equal copies; max to be safe).

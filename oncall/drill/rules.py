@@ -1,9 +1,11 @@
 """Deploy alert rule files to the drill's Prometheus, with `for` durations scaled.
 
 A `for: 2m` alert makes a drill wait two minutes; `drill up --for-scale 0.05` deploys a copy
-of every rule file with `for` and `keep_firing_for` multiplied by 0.05 (2m → 6s). The same
-scale goes into the app's `oncall.yaml` (`alerts.for_scale`), so the app's own evaluation and
-Prometheus agree. Everything else in the files is kept as it is.
+of every rule file with `for` and `keep_firing_for` multiplied by 0.05 (2m → 6s), and the
+expressions' windows with them (`rate(x[5m])` → `[60s]`: `oncall.promql_windows`), so packs
+written for a one-minute scrape interval still trip within seconds. The same scale goes into
+the app's `oncall.yaml` (`alerts.for_scale`), so the app's own evaluation and Prometheus agree.
+Everything else in the files is kept as it is.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import yaml
 
 from oncall.drill.components import DrillError
+from oncall.promql_windows import scale_windows
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 _PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
@@ -45,12 +48,16 @@ def scale_duration(text: str, scale: float) -> str:
 
 
 def scale_rules(document: dict[str, Any], scale: float) -> dict[str, Any]:
-    """The rule-file document with every alerting rule's durations scaled (in place)."""
+    """The rule-file document with every rule's durations and windows scaled (in place)."""
     for group in document.get("groups") or []:
         for rule in group.get("rules") or []:
+            if not isinstance(rule, dict):
+                continue
             for key in SCALED_KEYS:
-                if isinstance(rule, dict) and isinstance(rule.get(key), str):
+                if isinstance(rule.get(key), str):
                     rule[key] = scale_duration(rule[key], scale)
+            if isinstance(rule.get("expr"), str):
+                rule["expr"] = scale_windows(rule["expr"], scale)
     return document
 
 

@@ -31,16 +31,24 @@ class RatesParams(ProbeParams):
 
 
 def rate_queries(params: RatesParams) -> dict[str, str]:
-    """fact -> PromQL. Only the ITL and KV-usage names changed between 0.10 and 0.33; `or`
-    keeps one series per pod where a 0.10 server exposes both names."""
+    """fact -> PromQL. Only the ITL and KV-usage names changed between 0.10 and 0.33; each
+    server's series come from one name, the newer where it exposes both."""
 
     def s(name: str) -> str:
         return f"{name}{{{params.selector}}}" if params.selector else name
 
     w, q = params.window, repr(params.quantile)
 
-    def quantile(*families: str) -> str:
-        rates = " or ".join(f"rate({s(family + '_bucket')}[{w}])" for family in families)
+    def quantile(family: str, *older: str) -> str:
+        """The quantile of `family`, or of an older name on servers that lack it: one family
+        per server (its scrape target, `job` and `instance`). A plain `or` would merge both
+        where a server exposes both (vLLM 0.10-0.12): after rate() drops the names, bucket
+        series whose `le` differ all survive it, and the quantile mixes two histograms."""
+        rates = f"rate({s(family + '_bucket')}[{w}])"
+        preferred = rates
+        for name in older:
+            fallback = f"rate({s(name + '_bucket')}[{w}])"
+            rates += f" or ({fallback} unless on (job, instance) {preferred})"
         return f"histogram_quantile({q}, sum by (le) ({rates}))"
 
     return {

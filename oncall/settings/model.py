@@ -161,7 +161,7 @@ class AlertsSettings(Section):
         gt=0,
         le=1000,
         allow_inf_nan=False,
-        description="Multiplier on `for` durations (drills).",
+        description="Multiplier on `for` durations and rule windows (drills).",
     )
     files: list[str] = Field(
         default_factory=empty_list,

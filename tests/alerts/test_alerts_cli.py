@@ -141,13 +141,13 @@ def test_the_vllm_pack_is_selected_with_alerts_packs(
     assert alone.code == 0, alone.stderr
     alerts = json.loads(alone.stdout)["alerts"]
     assert [a["name"] for a in alerts] == [
-        "VllmE2ELatencyP99High", "VllmTTFTP99High", "VllmQueueTimeP99High",
-        "VllmKVCacheSaturated", "VllmEngineRestarted", "VllmRequestErrorsHigh",
+        "VllmInterTokenLatencyP99High", "VllmTTFTP99High", "VllmQueueTimeP99High",
+        "VllmKVCacheSaturated", "VllmEngineHung", "VllmEngineRestarted", "VllmRequestErrorsHigh",
     ]  # fmt: skip
     assert {a["state"] for a in alerts} == {"inactive"}
     both = run_oncall(*base, "--set", 'alerts.packs=["ai-service", "vllm"]', cwd=tmp_path)
     assert both.code == 0, both.stderr
-    assert len(json.loads(both.stdout)["alerts"]) == 11
+    assert len(json.loads(both.stdout)["alerts"]) == 12
 
 
 def test_values_show_the_unit_their_rule_compares_in(

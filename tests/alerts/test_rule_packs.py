@@ -36,10 +36,11 @@ EXPECTED: dict[str, set[str]] = {
         "PrometheusScrapeFailing",
     },
     "vllm": {
-        "VllmE2ELatencyP99High",
+        "VllmInterTokenLatencyP99High",
         "VllmTTFTP99High",
         "VllmQueueTimeP99High",
         "VllmKVCacheSaturated",
+        "VllmEngineHung",
         "VllmEngineRestarted",
         "VllmRequestErrorsHigh",
     },
@@ -190,10 +191,15 @@ BREAKAGES = [
     pytest.param("ai-service", "> 1.2\n", "> 2\n", "LLMHighP99Latency", id="threshold-raised"),
     pytest.param("ai-service", "for: 2m\n", "for: 3m\n", "LLMHighP99Latency", id="for-longer"),
     pytest.param("platform", "> 0.95\n", "> 0.94\n", "GPUMemoryHigh", id="threshold-lowered"),
-    pytest.param("platform", "[1h]", "[5m]", "GPUXidError", id="window-shortened"),
+    pytest.param(
+        "platform", "(up == 1)[1h:1m]", "(up == 1)[5m:1m]", "GPUXidError", id="window-shortened"
+    ),
+    pytest.param(
+        "platform", "changes((max by", "changes((min by", "GPUXidError", id="xid-change-per-series"
+    ),
     pytest.param("vllm", "> 0.9\n", "> 0.8\n", "VllmKVCacheSaturated", id="vllm-kv-lowered"),
     pytest.param(
-        "vllm", "[1m]))) > 0.5\n", "[1m]))) > 0.7\n", "VllmQueueTimeP99High", id="vllm-queue"
+        "vllm", "[5m]))) > 0.5\n", "[5m]))) > 0.8\n", "VllmQueueTimeP99High", id="vllm-queue"
     ),
 ]
 

@@ -64,5 +64,8 @@ def test_the_drill_deploys_every_pack_of_the_checkout(tmp_path: Path) -> None:
     assert {"ai-service.yaml", "platform.yaml", "vllm.yaml"} <= set(copies)
     rules = yaml.safe_load(copies["vllm.yaml"].read_text())["groups"][0]["rules"]
     by_name = {r["alert"]: r for r in rules}
-    assert by_name["VllmE2ELatencyP99High"]["for"] == "6s"  # 2m x 0.05
+    assert by_name["VllmInterTokenLatencyP99High"]["for"] == "6s"  # 2m x 0.05
+    # Windows scale with `for`, but not below a minute: [5m] x 0.05 = 15s -> 60s.
+    assert "[60s]" in by_name["VllmEngineHung"]["expr"]
+    assert "[5m]" not in copies["vllm.yaml"].read_text()
     assert "for" not in by_name["VllmEngineRestarted"]

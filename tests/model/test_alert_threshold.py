@@ -24,10 +24,11 @@ SHIPPED = {
     "GPUXidError": (">", 0.0),  # `max by (...) (xid) > 0 and ...`: the last Xid above 0
     "RedisHitRateLow": ("<", 0.8),  # `... < 0.8 and (...)`: the first top-level comparison
     "PrometheusScrapeFailing": (">", 3.0),
-    "VllmE2ELatencyP99High": (">", 1.2),
+    "VllmInterTokenLatencyP99High": (">", 0.2),
     "VllmTTFTP99High": (">", 2.0),
     "VllmQueueTimeP99High": (">", 0.5),
     "VllmKVCacheSaturated": (">", 0.9),  # `max(...) > 0.9 and on (...) ...`
+    "VllmEngineHung": (">", 0.0),  # `running + waiting > 0 and on (...) rate(...) == 0`
     "VllmEngineRestarted": None,
     "VllmRequestErrorsHigh": (">", 0.05),
 }

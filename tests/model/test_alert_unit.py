@@ -26,10 +26,11 @@ SHIPPED = {
     "GPUXidError": None,  # the last Xid code
     "RedisHitRateLow": "%",
     "PrometheusScrapeFailing": None,  # failed scrapes, a count
-    "VllmE2ELatencyP99High": "s",
+    "VllmInterTokenLatencyP99High": "s",
     "VllmTTFTP99High": "s",
     "VllmQueueTimeP99High": "s",
     "VllmKVCacheSaturated": "%",
+    "VllmEngineHung": None,  # requests stuck, a count
     "VllmEngineRestarted": None,
     "VllmRequestErrorsHigh": "%",
 }

@@ -89,7 +89,8 @@ def test_one_pod_per_gpu_both_node_label_spellings(name: str, honor_labels: bool
     assert busy.memory_used_ratio == pytest.approx(VLLM_GPU_MIB / 81079)
     assert (idle.memory_used_mib, idle.memory_free_mib) == (0, 81079)
     xids = [d.last_xid for d in devices]
-    assert xids == ([0, 0, 79, 0] if name.startswith("main") else [0, 0, 0, 0])
+    # dcgm-exporter >= 4.0.0: no Xid row before the first Xid, so no last Xid to read.
+    assert xids == ([None, None, 79, None] if name.startswith("main") else [None] * 4)
 
 
 @HONOR

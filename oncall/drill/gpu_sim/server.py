@@ -3,8 +3,10 @@
 Routes:
 
 * `GET /metrics` — dcgm-exporter gauges (`DCGM_FI_DEV_FB_USED`, `FB_FREE`, `FB_RESERVED` in
-  MiB, `GPU_UTIL` %, `GPU_TEMP` C, `POWER_USAGE` W, `XID_ERRORS` = last Xid) in the label
-  layout of `layout.Layout`, for the pods the kubelet view (`podresources`) puts on each GPU.
+  MiB, `GPU_UTIL` %, `GPU_TEMP` C, `POWER_USAGE` W, `XID_ERRORS` = last Xid, with the
+  `err_code`/`err_msg` labels of dcgm-exporter >= 4.0.0 and absent until the first Xid:
+  `xid.py`) in the label layout of `layout.Layout`, for the pods the kubelet view
+  (`podresources`) puts on each GPU.
   Each scrape reads those pods' vLLM `GET /drill/state` (timeout 0.5 s) for utilisation;
   memory is what each vLLM pre-allocated, whatever its load.
 * `GET /health` — 200 (also under the `hang` and `error` faults: only /metrics breaks).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -40,6 +43,7 @@ from oncall.drill.gpu_sim.devices import (
 )
 from oncall.drill.gpu_sim.layout import Layout
 from oncall.drill.gpu_sim.podresources import Allocator, PodSource, static_pods
+from oncall.drill.gpu_sim.xid import XID_MESSAGES, xid_attributes
 
 STATE_TIMEOUT_SECONDS = 0.5
 EXPORTER_FAULTS = ("hang", "error")
@@ -96,29 +100,51 @@ def _value(name: str, state: SlotState, attr: str, claim: PodClaim | None) -> fl
     return float(getattr(reading, attr))
 
 
+def _with_attributes(labels: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """A row's labels with more attributes: after the device's labels, all attributes sorted
+    by name (dcgm-exporter ranges over its Attributes map, which Go's template sorts)."""
+    device_keys = [k for k in labels if k not in _ATTRIBUTE_KEYS]
+    attributes = {k: v for k, v in labels.items() if k in _ATTRIBUTE_KEYS} | extra
+    return {k: labels[k] for k in device_keys} | dict(sorted(attributes.items()))
+
+
+_ATTRIBUTE_KEYS = frozenset({"container", "namespace", "pod", "vgpu"})
+XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
+
+
+def _add_row(family: Metric, name: str, labels: dict[str, str], value: float) -> None:
+    if name == XID_FIELD:
+        if not value:
+            return  # DCGM's blank value before the first Xid: no row
+        labels = _with_attributes(labels, xid_attributes(int(value)))
+    family.add_sample(name, labels, value)
+
+
 def render_families(spec: GpuSpec, layout: Layout, states: list[SlotState]) -> list[Metric]:
     """The metric families of one scrape, row by row as dcgm-exporter emits them."""
     families: list[Metric] = []
     for name, help_text, attr in FIELDS:
         family = GaugeMetricFamily(name, help_text)
+        add = partial(_add_row, family, name)
         for state in states:
             if state.slot.instance_id and name in MIG_UNREPORTED:
                 continue
             device = layout.device_labels(spec, state.slot)
             if not state.pods:
-                family.add_sample(name, device, _value(name, state, attr, None))
+                add(device, _value(name, state, attr, None))
             elif not layout.virtual_gpus:
                 claim = state.pods[0][0]  # one pod per GPU without sharing
                 labels = layout.pod_labels(spec, state.slot, claim, 0)
-                family.add_sample(name, labels, _value(name, state, attr, None))
+                add(labels, _value(name, state, attr, None))
             else:
                 if name in PER_PROCESS:  # the device row, then each pod's own share
-                    family.add_sample(name, device, _value(name, state, attr, None))
+                    add(device, _value(name, state, attr, None))
                 for claim, replica in state.pods:
                     labels = layout.pod_labels(spec, state.slot, claim, replica)
                     per_pod = claim if name in PER_PROCESS else None
-                    family.add_sample(name, labels, _value(name, state, attr, per_pod))
-        families.append(family)
+                    add(labels, _value(name, state, attr, per_pod))
+        if family.samples or name != XID_FIELD:  # no Xid row at all: no HELP/TYPE either
+            families.append(family)
     return families
 
 
@@ -261,8 +287,9 @@ def parse_fault(body: Any, known_gpus: Iterable[str]) -> tuple[str, str | None, 
             problems.append(f"gpu: no GPU {gpu!r} on this exporter")
         if fault in EXPORTER_FAULTS:
             problems.append(f"gpu: {fault!r} affects the whole exporter; omit gpu")
-    if xid is not None and (isinstance(xid, bool) or not isinstance(xid, int) or xid < 1):
-        problems.append("xid: a positive integer")
+    if xid is not None and (isinstance(xid, bool) or xid not in XID_MESSAGES):
+        known = ", ".join(map(str, XID_MESSAGES))
+        problems.append(f"xid: one of the Xids whose err_msg the simulator knows ({known})")
     unknown = set(body) - {"fault", "gpu", "xid"}
     if unknown:
         problems.append(f"unknown fields: {', '.join(sorted(unknown))}")

@@ -70,6 +70,7 @@ class StatsObserver(Protocol):
     """Receives what the engine measures; `metrics.VllmMetrics` records it for /metrics."""
 
     def on_scheduled(self, prompt_tokens: int, prefix_hit_tokens: int) -> None: ...
+    def on_first_token(self, ttft: float) -> None: ...
     def on_tokens(self, count: int, inter_token_latency: float | None) -> None: ...
     def on_iteration(self, tokens: int) -> None: ...
     def on_preemption(self) -> None: ...
@@ -80,6 +81,9 @@ class NullObserver:
     """Discards every measurement."""
 
     def on_scheduled(self, prompt_tokens: int, prefix_hit_tokens: int) -> None:
+        """Ignore."""
+
+    def on_first_token(self, ttft: float) -> None:
         """Ignore."""
 
     def on_tokens(self, count: int, inter_token_latency: float | None) -> None:
@@ -194,7 +198,8 @@ class Engine:
         return seq
 
     def abort(self, seq: Sequence) -> None:
-        """Drop a request whose client went away; counted with finish reason `abort`."""
+        """Drop a request whose client went away. Reported finished with reason `abort`; the
+        metrics count none of it (vLLM does not: `metrics.VllmMetrics.on_finished`)."""
         if seq.done:
             return
         if seq.running:
@@ -327,9 +332,14 @@ class Engine:
         seq.generated += count
         self.kv_used += count
         self.generation_tokens += count
+        # As vLLM's IterationStats: the time to first token when the first one comes out, then
+        # one inter-token latency per output step. Without speculative decoding a vLLM step
+        # gives a sequence one token; a tick of this simulator spans several such steps, so
+        # each of its `count` tokens is one step, `1/count` of the time since the last token.
         if start > 0:
             self.observer.on_tokens(count, (self.now - seq.last_token_at) / count)
         else:
+            self.observer.on_first_token(self.now - seq.arrival)
             self.observer.on_tokens(count, None)
         seq.last_token_at = self.now
         words = tuple(seq.word(i) for i in range(start, seq.generated))

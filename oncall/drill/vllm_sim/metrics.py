@@ -28,6 +28,7 @@ from prometheus_client import (
 
 from oncall.drill.vllm_sim.config import SimConfig
 from oncall.drill.vllm_sim.engine import EngineState, FinishedRequest
+from oncall.drill.vllm_sim.http_metrics import HttpAnswer, HttpMetrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -226,12 +227,7 @@ class VllmMetrics:
         PlatformCollector(registry=self.registry)
         self._children: dict[str, Any] = {}
         self._families: dict[str, Any] = {}
-        self._http = Counter(
-            "http_requests",
-            "Total number of requests by method, status and handler.",
-            ("handler", "method", "status"),
-            registry=self.registry,
-        )
+        self._http = HttpMetrics(self.registry)
         base = {"model_name": config.served_model_name, "engine": "0"}
         self._base = base
         if config.disable_log_stats:
@@ -308,8 +304,15 @@ class VllmMetrics:
             self._inc(f"{prefix}prefix_cache_hits", prefix_hit_tokens)
         self._observe("vllm:request_prefill_kv_computed_tokens", prompt_tokens - prefix_hit_tokens)
 
+    def on_first_token(self, ttft: float) -> None:
+        """A request's first token came out: vLLM observes TTFT then, not when it finishes (a
+        request aborted after its first token is in TTFT; one aborted before is not)."""
+        self._observe("vllm:time_to_first_token_seconds", ttft)
+
     def on_tokens(self, count: int, inter_token_latency: float | None) -> None:
-        """Tokens generated for one sequence in one step."""
+        """Tokens generated for one sequence in one simulator tick: `count` vLLM output steps of
+        one token each, so `count` inter-token latencies (vllm/v1/metrics/stats.py,
+        IterationStats observes one per output step)."""
         self._inc("vllm:generation_tokens", count)
         if inter_token_latency is not None:
             self._observe("vllm:inter_token_latency_seconds", inter_token_latency, count)
@@ -324,7 +327,13 @@ class VllmMetrics:
         self._inc("vllm:num_preemptions")
 
     def on_finished(self, request: FinishedRequest) -> None:
-        """A request ended (stop, length or abort): the per-request histograms."""
+        """A request ended (stop, length or abort): the per-request histograms.
+
+        An aborted request (its client went away) counts nowhere: vLLM declares
+        `finished_reason="abort"` but never increments it, and leaves aborted requests out of
+        the per-request histograms (vllm issues #55634, #31503)."""
+        if request.finish_reason == "abort":
+            return
         if "vllm:request_success" in self._families:
             self._families["vllm:request_success"].labels(
                 finished_reason=request.finish_reason, **self._base
@@ -340,16 +349,14 @@ class VllmMetrics:
         self._observe("vllm:request_inference_time_seconds", request.inference)
         self._observe("vllm:request_prefill_time_seconds", request.prefill)
         self._observe("vllm:request_decode_time_seconds", request.decode)
-        if request.generation_tokens > 0:
-            self._observe("vllm:time_to_first_token_seconds", request.ttft)
         if request.generation_tokens > 1:
             tpot = request.decode / (request.generation_tokens - 1)
             self._observe("vllm:request_time_per_output_token_seconds", tpot)
 
-    def on_http(self, handler: str, method: str, status: int) -> None:
-        """One answered HTTP request, as prometheus-fastapi-instrumentator counts it."""
-        if handler not in _UNINSTRUMENTED and not handler.startswith("/drill"):
-            self._http.labels(handler=handler, method=method, status=f"{status // 100}xx").inc()
+    def on_http(self, answer: HttpAnswer) -> None:
+        """One answered HTTP request, as prometheus-fastapi-instrumentator records it."""
+        if answer.handler not in _UNINSTRUMENTED and not answer.handler.startswith("/drill"):
+            self._http.record(answer)
 
     # ---- exposition -----------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from aiohttp import web
 from oncall.drill.vllm_sim.config import Fault, SimConfig
 from oncall.drill.vllm_sim.crash import cuda_oom_log
 from oncall.drill.vllm_sim.engine import Engine, EngineState, FinishedRequest, Sequence
+from oncall.drill.vllm_sim.http_metrics import HttpAnswer
 from oncall.drill.vllm_sim.metrics import CONTENT_TYPE, VllmMetrics
 from oncall.drill.vllm_sim.openai_api import (
     ApiError,
@@ -55,6 +56,9 @@ class _StepWatch:
 
     def on_scheduled(self, prompt_tokens: int, prefix_hit_tokens: int) -> None:
         self.metrics.on_scheduled(prompt_tokens, prefix_hit_tokens)
+
+    def on_first_token(self, ttft: float) -> None:
+        self.metrics.on_first_token(ttft)
 
     def on_tokens(self, count: int, inter_token_latency: float | None) -> None:
         self.metrics.on_tokens(count, inter_token_latency)
@@ -202,11 +206,16 @@ async def _auth_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 @web.middleware
 async def _http_metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Count answered requests in `http_requests_total`, by route template."""
+    """Record answered requests in the instrumentator's families, by route template."""
+    started = time.perf_counter()
     response = await handler(request)
     resource = request.match_info.route.resource
     template = resource.canonical if resource is not None else request.path
-    _sim(request).metrics.on_http(template, request.method, response.status)
+    answer = HttpAnswer(
+        template, request.method, response.status, time.perf_counter() - started,
+        request.content_length or 0, response.content_length or 0,
+    )  # fmt: skip
+    _sim(request).metrics.on_http(answer)
     return response
 
 

@@ -1,8 +1,9 @@
-"""The gateway-free `vllm` pack in the drill: its alerts fire under `kv-cache-pressure` and
-`model-stuck`, as Prometheus evaluates them from what it scraped of the simulated vLLM pods and
-kube-state-metrics; and the `--max-num-seqs` change the LLMHighP99Latency checklist proposes
-under `kv-cache-pressure`, applied as a Deployment patch and rollout, brings back the signal
-the checklist judged on (no preemptions, KV cache under 90%).
+"""The gateway-free `vllm` pack in the drill: its alerts fire under `kv-cache-pressure`,
+`model-stuck` and `model-hung`, as Prometheus evaluates them from what it scraped of the
+simulated vLLM pods and kube-state-metrics; and the `--max-num-seqs` change the
+LLMHighP99Latency checklist proposes under `kv-cache-pressure`, applied as a Deployment patch
+and rollout, brings back the signal the checklist judged on (no preemptions, KV cache under
+90%).
 
 Each test is one inject/clear cycle on the shared drill (run one at a time: ~80 s each).
 """
@@ -67,9 +68,25 @@ async def fired_by(
 async def test_vllm_pack_fires_under_model_stuck(drill: Drill) -> None:
     async with (
         PrometheusClient(drill.prometheus, timeout=2) as prom,
-        fired_by(drill, prom, "VllmE2ELatencyP99High", "model-stuck"),
+        fired_by(drill, prom, "VllmInterTokenLatencyP99High", "model-stuck"),
     ):
         pass  # fired_by waits for both: inactive before, firing under the fault
+
+
+async def test_vllm_pack_names_the_hung_pods_under_model_hung(drill: Drill) -> None:
+    """A hung EngineCore keeps /health at 200 and its gauges frozen: VllmEngineHung fires for
+    each vLLM pod (the fault hangs every Ready pod), its $value the requests stuck there."""
+    async with (
+        PrometheusClient(drill.prometheus, timeout=2) as prom,
+        fired_by(drill, prom, "VllmEngineHung", "model-hung"),
+    ):
+        samples = await prom.query('ALERTS{alertname="VllmEngineHung", alertstate="firing"}')
+        pods = {s.labels["pod"] for s in samples}
+        assert pods and all(pod.startswith("vllm-") for pod in pods), pods
+        stuck = await prom.query(
+            "sum by (pod) (vllm:num_requests_running) + sum by (pod) (vllm:num_requests_waiting)"
+        )
+        assert all(s.value > 0 for s in stuck if s.labels["pod"] in pods)
 
 
 async def test_kv_pressure_fires_the_pack_and_the_proposed_max_num_seqs_recovers(

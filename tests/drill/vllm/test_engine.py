@@ -20,9 +20,13 @@ class Recorder:
         self.finished: list[FinishedRequest] = []
         self.preemptions = 0
         self.tokens = 0
+        self.ttfts: list[float] = []
 
     def on_scheduled(self, prompt_tokens: int, prefix_hit_tokens: int) -> None:
         pass
+
+    def on_first_token(self, ttft: float) -> None:
+        self.ttfts.append(ttft)
 
     def on_tokens(self, count: int, inter_token_latency: float | None) -> None:
         self.tokens += count
@@ -183,3 +187,23 @@ def test_invariants_hold_under_any_load(
     run_until_idle(engine, dt=dt)
     assert engine.kv_used == 0
     assert [len(drain(s)) for s in seqs] == [out for _, out in requests]
+
+
+def test_ttft_is_reported_at_the_first_token_and_aborts_keep_it() -> None:
+    """vLLM observes TTFT in the step that emits the first token, not when the request ends:
+    a request aborted after its first token is in TTFT, one aborted before is not."""
+    recorder = Recorder()
+    engine = Engine(replace(BASE, max_num_seqs=1), recorder)
+    first = engine.submit(100, 1000, 1000)
+    queued = engine.submit(100, 1000, 1000)  # waits behind `first` (one running slot)
+    for _ in range(1000):  # bounded: the first token comes after ~0.02 s of simulated time
+        if first.generated:
+            break
+        engine.step(0.01)
+    assert len(recorder.ttfts) == 1 and recorder.finished == []
+    assert first.first_token_at is not None
+    assert recorder.ttfts[0] == first.first_token_at - first.arrival
+    engine.abort(first)
+    engine.abort(queued)
+    assert len(recorder.ttfts) == 1
+    assert [r.finish_reason for r in recorder.finished] == ["abort", "abort"]

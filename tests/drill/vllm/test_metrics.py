@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 import pytest
 from prometheus_client.samples import Sample
 
+from oncall.drill.vllm_sim import Engine, SimConfig
+from oncall.drill.vllm_sim.engine import FinishedRequest
 from oncall.drill.vllm_sim.metrics import (
     ITL_BUCKETS,
     NUM_PREEMPTIONS_BUCKETS,
     REQUEST_LATENCY_BUCKETS,
     TTFT_BUCKETS,
+    VllmMetrics,
 )
 from tests.drill.vllm.conftest import Starter
 from tests.drill.vllm.helpers import MODEL, completion_body, families, metrics_text, sample_value
@@ -39,6 +44,12 @@ COMMON = {
     "vllm:request_prefill_time_seconds": "histogram",
     "vllm:request_decode_time_seconds": "histogram",
     "vllm:cache_config_info": "gauge",
+    # The API server's, from prometheus-fastapi-instrumentator's defaults.
+    "http_requests": "counter",
+    "http_request_size_bytes": "summary",
+    "http_response_size_bytes": "summary",
+    "http_request_duration_highr_seconds": "histogram",
+    "http_request_duration_seconds": "histogram",
 }
 ONLY_NEW = {
     "vllm:num_requests_waiting_by_reason": "gauge",
@@ -111,6 +122,12 @@ def test_names_types_labels_and_buckets(
     assert sample_value(text, "vllm:e2e_request_latency_seconds_count") == 1
     assert sample_value(text, "vllm:time_to_first_token_seconds_count") == 1
     assert sample_value(text, "vllm:inter_token_latency_seconds_count") == 6
+    handler = {"handler": "/v1/completions"}
+    assert sample_value(text, "http_requests_total", **handler, status="2xx", method="POST") == 1
+    assert sample_value(text, "http_request_size_bytes_count", **handler) == 1
+    assert sample_value(text, "http_response_size_bytes_sum", **handler) > 0
+    assert sample_value(text, "http_request_duration_seconds_count", **handler) == 1
+    assert sample_value(text, "http_request_duration_highr_seconds_count") == 1  # not /version
     assert 0 <= sample_value(text, "vllm:kv_cache_usage_perc") <= 1
     (info,) = found["vllm:cache_config_info"][1]
     assert info.value == 1
@@ -141,3 +158,25 @@ def test_disable_log_stats_removes_every_vllm_metric(sim_factory: Starter) -> No
     found = families(metrics_text(sim.url))
     assert not [name for name in found if name.startswith("vllm:")]
     assert "process_cpu_seconds" in found
+
+
+def test_aborted_requests_count_nowhere_but_ttft_already_observed() -> None:
+    """vLLM declares finished_reason="abort" but never increments it, and leaves aborted
+    requests out of the per-request histograms (vllm issues #55634, #31503)."""
+    metrics = VllmMetrics(SimConfig(model="m", max_model_len=4096))
+    metrics.on_first_token(0.3)
+    done = FinishedRequest(
+        finish_reason="abort", prompt_tokens=10, generation_tokens=4, max_tokens=100,
+        num_preemptions=0, e2e=9.0, queue=0.1, ttft=0.3, prefill=0.2, decode=8.7, inference=8.9,
+    )  # fmt: skip
+    metrics.on_finished(done)
+    text = metrics.render(Engine(SimConfig(model="m", max_model_len=4096)).state()).decode()
+    assert sample_value(text, "vllm:request_success_total", finished_reason="abort") == 0
+    assert sample_value(text, "vllm:e2e_request_latency_seconds_count") == 0
+    assert sample_value(text, "vllm:request_queue_time_seconds_count") == 0
+    assert sample_value(text, "vllm:time_to_first_token_seconds_count") == 1
+    metrics.on_finished(replace(done, finish_reason="stop"))
+    text = metrics.render(Engine(SimConfig(model="m", max_model_len=4096)).state()).decode()
+    assert sample_value(text, "vllm:request_success_total", finished_reason="stop") == 1
+    assert sample_value(text, "vllm:e2e_request_latency_seconds_count") == 1
+    assert sample_value(text, "vllm:time_to_first_token_seconds_count") == 1  # not again
