@@ -34,6 +34,10 @@ EXPECTED: dict[str, set[str]] = {
         "GPUXidError",
         "RedisHitRateLow",
         "PrometheusScrapeFailing",
+        # oncall serve's own health (issue 30)
+        "OncallServeDown",
+        "OncallServeOverloaded",
+        "OncallServeVerdictStoreErrors",
     },
     "vllm": {
         "VllmE2ELatencyP99High",
@@ -192,6 +196,34 @@ BREAKAGES = [
     pytest.param("platform", "> 0.95\n", "> 0.94\n", "GPUMemoryHigh", id="threshold-lowered"),
     pytest.param("platform", "[1h]", "[5m]", "GPUXidError", id="window-shortened"),
     pytest.param("vllm", "> 0.9\n", "> 0.8\n", "VllmKVCacheSaturated", id="vllm-kv-lowered"),
+    pytest.param(
+        "platform",
+        "            and on ()\n",
+        "            or on ()\n",
+        "OncallServeDown",
+        id="serve-absent-without-deployment",
+    ),
+    pytest.param(
+        "platform",
+        '(up{job="oncall-serve"}) == 0',
+        '(up{job="oncall-serve"}) == 1',
+        "OncallServeDown",
+        id="serve-down-inverted",
+    ),
+    pytest.param(
+        "platform",
+        'outcome="overflowed"}[10m]',
+        'outcome="overflowed"}[5m]',
+        "OncallServeOverloaded",
+        id="serve-overflow-window-shortened",
+    ),
+    pytest.param(
+        "platform",
+        "errors_total[5m])) > 0\n        for: 5m\n",
+        "errors_total[5m])) > 0\n        for: 1m\n",
+        "OncallServeVerdictStoreErrors",
+        id="serve-store-errors-for-shortened",
+    ),
     pytest.param(
         "vllm", "[1m]))) > 0.5\n", "[1m]))) > 0.7\n", "VllmQueueTimeP99High", id="vllm-queue"
     ),

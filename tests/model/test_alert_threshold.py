@@ -24,6 +24,9 @@ SHIPPED = {
     "GPUXidError": (">", 0.0),  # `max by (...) (xid) > 0 and ...`: the last Xid above 0
     "RedisHitRateLow": ("<", 0.8),  # `... < 0.8 and (...)`: the first top-level comparison
     "PrometheusScrapeFailing": (">", 3.0),
+    "OncallServeDown": ("==", 0.0),  # `sum (up) == 0 or (absent(...) and on () ...)`
+    "OncallServeOverloaded": (">", 0.0),
+    "OncallServeVerdictStoreErrors": (">", 0.0),
     "VllmE2ELatencyP99High": (">", 1.2),
     "VllmTTFTP99High": (">", 2.0),
     "VllmQueueTimeP99High": (">", 0.5),

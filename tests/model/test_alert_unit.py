@@ -26,6 +26,9 @@ SHIPPED = {
     "GPUXidError": None,  # the last Xid code
     "RedisHitRateLow": "%",
     "PrometheusScrapeFailing": None,  # failed scrapes, a count
+    "OncallServeDown": None,
+    "OncallServeOverloaded": None,
+    "OncallServeVerdictStoreErrors": None,
     "VllmE2ELatencyP99High": "s",
     "VllmTTFTP99High": "s",
     "VllmQueueTimeP99High": "s",
