@@ -89,3 +89,14 @@ def test_the_image_is_what_the_deployment_runs() -> None:
     assert args["EXPOSE"] == str(deployment["containers"][0]["ports"][0]["containerPort"])
     copies = {rest for word, rest in steps if word == "COPY"}
     assert {"alerts ./alerts", "runbooks ./runbooks"} <= copies and args["WORKDIR"] == "/app"
+
+
+def test_the_build_context_holds_what_the_containerfile_copies() -> None:
+    """.dockerignore (read by podman and docker) excludes everything but the copied paths."""
+    lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert patterns[0] == "*"
+    kept = {p.removeprefix("!") for p in patterns if p.startswith("!")}
+    steps = instructions(CONTAINERFILE.read_text(encoding="utf-8"))
+    copied = {src for word, rest in steps if word == "COPY" for src in rest.split()[:-1]}
+    assert copied == kept
