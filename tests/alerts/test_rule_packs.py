@@ -157,6 +157,16 @@ def test_every_alert_carries_severity_pack_and_runbook(pack: str) -> None:
 
 
 @pytest.mark.parametrize("pack", PACK_NAMES)
+def test_every_alerts_runbook_is_shipped(pack: str) -> None:
+    missing = [
+        rule["alert"]
+        for rule in alerts_of(pack)
+        if not (ROOT / rule["annotations"]["runbook"]).is_file()
+    ]
+    assert missing == [], "alerts whose runbook annotation names no file in runbooks/"
+
+
+@pytest.mark.parametrize("pack", PACK_NAMES)
 def test_every_alert_names_its_exporter_in_a_comment(pack: str) -> None:
     lines = pack_path(pack).read_text(encoding="utf-8").splitlines()
     missing: list[str] = []
