@@ -9,6 +9,7 @@ oncall's own loader, which refuses unknown keys.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import yaml
 
 from oncall.settings.loader import load_settings
 from oncall.settings.model import Settings
-from tests.deploy.manifests import Obj, objects, one, rendered
+from tests.deploy.manifests import ROOT, Obj, objects, one, rendered
 
 NAMESPACE = "oncall"
 POD_LABELS = {"app.kubernetes.io/name": "oncall-serve"}
@@ -70,7 +71,9 @@ def test_the_base_renders_every_object_into_its_namespace() -> None:
         assert meta["labels"]["app.kubernetes.io/part-of"] == "oncall", obj["kind"]
         if obj["kind"] not in CLUSTER_SCOPED:
             assert meta["namespace"] == NAMESPACE, obj["kind"]
-    assert _container(objs)["image"] == "oncall:0.1.0"
+    # The image tag is the package's version (pyproject.toml).
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert _container(objs)["image"] == f"oncall:{project['version']}"
 
 
 @pytest.mark.parametrize("version", VERSIONS)
