@@ -20,7 +20,7 @@ import yaml
 
 from oncall.settings.loader import load_settings
 from oncall.settings.model import Settings
-from tests.deploy.manifests import ROOT, Obj, objects, one, rendered
+from tests.deploy.manifests import ROOT, Obj, objects, one, rendered, written
 
 NAMESPACE = "oncall"
 POD_LABELS = {"app.kubernetes.io/name": "oncall-serve"}
@@ -74,6 +74,13 @@ def test_the_base_renders_every_object_into_its_namespace() -> None:
     # The image tag is the package's version (pyproject.toml).
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert _container(objs)["image"] == f"oncall:{project['version']}"
+
+
+def test_without_kubectl_the_files_as_written_hold_the_same_objects() -> None:
+    """The fallback where no kubectl is installed checks the same objects (kustomize only adds
+    the namespace, the labels and the image tag)."""
+    kinds_names = {(o["kind"], o["metadata"]["name"]) for o in written()}
+    assert kinds_names == {(o["kind"], o["metadata"]["name"]) for o in _rendered()}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
