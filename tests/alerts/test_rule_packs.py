@@ -34,6 +34,10 @@ EXPECTED: dict[str, set[str]] = {
         "GPUXidError",
         "RedisHitRateLow",
         "PrometheusScrapeFailing",
+        # oncall serve's own health (issue 30)
+        "OncallServeDown",
+        "OncallServeOverloaded",
+        "OncallServeVerdictStoreErrors",
     },
     "vllm": {
         "VllmInterTokenLatencyP99High",
@@ -154,6 +158,16 @@ def test_every_alert_carries_severity_pack_and_runbook(pack: str) -> None:
 
 
 @pytest.mark.parametrize("pack", PACK_NAMES)
+def test_every_alerts_runbook_is_shipped(pack: str) -> None:
+    missing = [
+        rule["alert"]
+        for rule in alerts_of(pack)
+        if not (ROOT / rule["annotations"]["runbook"]).is_file()
+    ]
+    assert missing == [], "alerts whose runbook annotation names no file in runbooks/"
+
+
+@pytest.mark.parametrize("pack", PACK_NAMES)
 def test_every_alert_names_its_exporter_in_a_comment(pack: str) -> None:
     lines = pack_path(pack).read_text(encoding="utf-8").splitlines()
     missing: list[str] = []
@@ -198,6 +212,34 @@ BREAKAGES = [
         "platform", "changes((max by", "changes((min by", "GPUXidError", id="xid-change-per-series"
     ),
     pytest.param("vllm", "> 0.9\n", "> 0.8\n", "VllmKVCacheSaturated", id="vllm-kv-lowered"),
+    pytest.param(
+        "platform",
+        "            and on ()\n",
+        "            or on ()\n",
+        "OncallServeDown",
+        id="serve-absent-without-deployment",
+    ),
+    pytest.param(
+        "platform",
+        '(up{job="oncall-serve"}) == 0',
+        '(up{job="oncall-serve"}) == 1',
+        "OncallServeDown",
+        id="serve-down-inverted",
+    ),
+    pytest.param(
+        "platform",
+        'outcome="overflowed"}[10m]',
+        'outcome="overflowed"}[5m]',
+        "OncallServeOverloaded",
+        id="serve-overflow-window-shortened",
+    ),
+    pytest.param(
+        "platform",
+        "errors_total[5m])) > 0\n        for: 5m\n",
+        "errors_total[5m])) > 0\n        for: 1m\n",
+        "OncallServeVerdictStoreErrors",
+        id="serve-store-errors-for-shortened",
+    ),
     pytest.param(
         "vllm", "[5m]))) > 0.5\n", "[5m]))) > 0.8\n", "VllmQueueTimeP99High", id="vllm-queue"
     ),

@@ -25,6 +25,9 @@ SHIPPED = {
     "RedisHitRateLow": ("<", 0.8),  # `... < 0.8 and (...)`: the first top-level comparison
     "PrometheusScrapeFailing": (">", 3.0),
     "VllmInterTokenLatencyP99High": (">", 0.2),
+    "OncallServeDown": ("==", 0.0),  # `sum (up) == 0 or (absent(...) and on () ...)`
+    "OncallServeOverloaded": (">", 0.0),
+    "OncallServeVerdictStoreErrors": (">", 0.0),
     "VllmTTFTP99High": (">", 2.0),
     "VllmQueueTimeP99High": (">", 0.5),
     "VllmKVCacheSaturated": (">", 0.9),  # `max(...) > 0.9 and on (...) ...`

@@ -27,6 +27,9 @@ SHIPPED = {
     "RedisHitRateLow": "%",
     "PrometheusScrapeFailing": None,  # failed scrapes, a count
     "VllmInterTokenLatencyP99High": "s",
+    "OncallServeDown": None,
+    "OncallServeOverloaded": None,
+    "OncallServeVerdictStoreErrors": None,
     "VllmTTFTP99High": "s",
     "VllmQueueTimeP99High": "s",
     "VllmKVCacheSaturated": "%",

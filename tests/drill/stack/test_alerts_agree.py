@@ -42,7 +42,7 @@ def disagreements(timeline: Timeline) -> list[str]:
 async def test_prometheus_and_local_sources_agree_through_a_scenario(drill: Drill) -> None:
     packs = [ALERTS / "ai-service.yaml", ALERTS / "platform.yaml", ALERTS / "vllm.yaml"]
     loaded = load_rule_files(packs, for_scale=FOR_SCALE)
-    assert not loaded.problems and len(loaded.rules) == 18  # 5 + 6 (with GPUXidError) + 7
+    assert not loaded.problems and len(loaded.rules) == 21  # 5 + 9 (GPUXidError, OncallServe*) + 7
     timeline: Timeline = []
     async with (
         PrometheusClient(drill.prometheus, timeout=2) as prom_a,
