@@ -81,8 +81,11 @@ ABSENT_FACTS = frozenset({*SOURCES, "stalled_pods"})
 
 
 def _presence(params: RatesParams) -> str:
-    names = [name for names in SOURCES.values() for name in names]
-    return presence_query(with_alternates(names), params.selector)
+    """The metrics' series matching the selector, and their other names' anywhere (Ray
+    Serve's series have no `pod` label of the vLLM Deployment to match)."""
+    names = list(dict.fromkeys(name for names in SOURCES.values() for name in names))
+    others = [name for name in with_alternates(names) if name not in names]
+    return f"{presence_query(names, params.selector)} or {presence_query(others)}"
 
 
 def absent_facts(params: RatesParams, present: set[str]) -> dict[str, str]:
