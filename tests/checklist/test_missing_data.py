@@ -33,6 +33,7 @@ from oncall.checklist.testing import AlertFixture, alert_facts
 from oncall.errors import BackendError
 from oncall.model.checklist_events import StepResult
 from oncall.probes.context import ProbeContext
+from oncall.probes.prometheus import QueryParams, run_query
 from oncall.service.checklists import LiveRunner
 from oncall.settings.model import GpuSettings, PrometheusSettings, Settings
 from tests.drill.gateway.helpers import serve_app
@@ -177,3 +178,35 @@ async def test_steps_whose_series_exist_are_still_judged(ran: list[Ran]) -> None
         assert result.reason is None, where
         # The probe's answer says the Xid is missing; these steps do not read it.
         assert result.facts is not None and set(result.facts["absent"]) == {"xid_count"}, where
+
+
+@module_loop
+@pytest.mark.parametrize(
+    ("query", "absent"),
+    [
+        # Series there, nothing selected: an answer, not missing data.
+        ("up == 0", None),
+        ("sum(ray_vllm:num_requests_running) > 1000", None),
+        (
+            "sum(rate(vllm:generation_tokens_total[5m]))",
+            "no series match vllm:generation_tokens_total; found "
+            "ray_vllm:generation_tokens_total — a Ray Serve deployment?",
+        ),
+        (
+            'max(DCGM_FI_DEV_XID_ERRORS{Hostname="gpu-node-1"})'
+            ' or max(DCGM_FI_DEV_GPU_TEMP{gpu="9"})',
+            'no series match DCGM_FI_DEV_XID_ERRORS{Hostname="gpu-node-1"}; '
+            'no series match DCGM_FI_DEV_GPU_TEMP{gpu="9"}',
+        ),
+        # A metric that exists with a matcher that empties it: named with the matcher.
+        ('DCGM_FI_DEV_GPU_TEMP{gpu="9"} > 0', 'no series match DCGM_FI_DEV_GPU_TEMP{gpu="9"}'),
+    ],
+)
+async def test_an_empty_query_says_which_selector_found_nothing(
+    prometheus: RunningServer, query: str, absent: str | None
+) -> None:
+    async with ProbeContext(_settings(prometheus)) as ctx:
+        facts = await run_query(ctx, QueryParams(query=query))
+    assert (facts["value"], facts["count"], facts["samples"]) == (None, 0, [])
+    expected = {} if absent is None else dict.fromkeys(("count", "samples", "value"), absent)
+    assert facts["absent"] == expected
