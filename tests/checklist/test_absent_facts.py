@@ -11,6 +11,7 @@ from oncall.checklist.absence import facts_in
 from oncall.checklist.compiled import CompiledRunbook, CompiledStep
 from oncall.checklist.engine import collect
 from oncall.checklist.loader import load_runbook
+from oncall.cli.check_cmd import _line
 from tests.cli_runner import run_oncall
 
 ALERT = {"name": "A", "state": "firing", "value": 2.0, "labels": {}}
@@ -102,6 +103,8 @@ async def test_absent_ok_judges_on_the_nulls_and_shows_both_reasons(tmp_path: Pa
     result = await run_one(runbook, ABSENT)
     assert result.status == "ok"
     assert result.reason == f"{WHY}; absent_ok: this pool has no KV cache metric"
+    # `oncall check` shows it under the step's line (the summary is the step's own).
+    assert _line(result).splitlines()[1] == f"      why: {result.reason}"
 
 
 async def test_a_gathering_step_is_read_through_its_summary(tmp_path: Path) -> None:
