@@ -9,7 +9,9 @@ real Prometheus. Steps whose probe reads Prometheus (`vllm.rates`, `prometheus.q
 vLLM's own endpoints) get the recorded facts of the runbook's first test case, so that the
 steps that need them run too. Every step that reads vLLM metrics or the Xid must come out
 `unknown`, naming what is missing and where the data is; the GPU memory steps, whose series
-exist, are still judged.
+exist, are still judged. The probes are also asked directly: `prometheus.query` names the
+selector that matched nothing, `vllm.metrics` scraping the Ray payload itself reports every fact
+absent.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from oncall.errors import BackendError
 from oncall.model.checklist_events import StepResult
 from oncall.probes.context import ProbeContext
 from oncall.probes.prometheus import QueryParams, run_query
+from oncall.probes.vllm import MetricsParams, run_metrics
 from oncall.service.checklists import LiveRunner
-from oncall.settings.model import GpuSettings, PrometheusSettings, Settings
+from oncall.settings.model import GpuSettings, PrometheusSettings, Settings, VllmSettings
 from tests.drill.gateway.helpers import serve_app
 from tests.harness.servers import RunningServer, prometheus_server
 from tests.probes.dcgm_scraped import wait_scraped
@@ -210,3 +213,21 @@ async def test_an_empty_query_says_which_selector_found_nothing(
     assert (facts["value"], facts["count"], facts["samples"]) == (None, 0, [])
     expected = {} if absent is None else dict.fromkeys(("count", "samples", "value"), absent)
     assert facts["absent"] == expected
+
+
+async def test_vllm_metrics_of_a_ray_serve_payload_are_absent_not_zero() -> None:
+    """The direct scrape (`vllm.metrics`) of a payload with only ray_vllm:* names."""
+    text = PAYLOADS["ray-vllm"].read_text(encoding="utf-8")
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(text=text, content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    async with serve_app(app) as url:
+        settings = Settings(vllm=VllmSettings(urls=[url]))
+        async with ProbeContext(settings) as ctx:
+            facts = await run_metrics(ctx, MetricsParams(interval=0))
+    assert (facts["answered"], facts["running"], facts["kv_cache_usage"]) == (1, None, None)
+    assert set(facts["absent"]) == set(facts["missing"]) >= {"running", "kv_cache_usage", "e2e_s"}
+    assert "Ray Serve's ray_vllm:*" in facts["absent"]["kv_cache_usage"]
