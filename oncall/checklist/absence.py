@@ -26,8 +26,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from oncall.checklist.compiled import CompiledStep
+from oncall.checklist.compiled import CompiledRunbook, CompiledStep
 from oncall.checklist.expressions import _STRING, ExpressionError
+from oncall.checklist.runbook import Runbook
+from oncall.errors import Problem
+from oncall.settings.yaml_marks import MarkedDocument
 
 #: The facts key where probes list what they could not see: fact name -> reason.
 ABSENT_KEY = "absent"
@@ -111,3 +114,21 @@ def null_pass_warnings(
             )
         )
     return out
+
+
+def lint_warnings(doc: MarkedDocument, spec: Runbook, compiled: CompiledRunbook) -> list[Problem]:
+    """`null_pass_warnings` of a loaded runbook, located at each step's `expect`."""
+    index = {step.id: i for i, step in enumerate(spec.steps)}
+    # An alert of the runbook's own name without labels: an expectation that needs more
+    # (labels, other steps' facts) errors on these and is not judged here.
+    names = {
+        "alert": {"name": spec.alert, "state": "firing", "value": None, "labels": {},
+                  "annotations": {}},
+        "vars": dict(spec.vars),
+        "steps": {},
+    }  # fmt: skip
+    found = null_pass_warnings(((index[s.spec.id], s) for s in compiled.steps), names)
+    return [
+        doc.at(doc.position(("steps", i, "expect")), f"steps.{i}.expect", f"warning: {text}")
+        for i, text in sorted(found)
+    ]

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from oncall.checklist.absence import null_pass_warnings
+from oncall.checklist.absence import lint_warnings
 from oncall.checklist.compiled import (
     CompiledEvidence,
     CompiledRemediation,
@@ -90,7 +90,8 @@ def load_runbook(path: Path, display: str | None = None) -> LoadResult:
     compiled = checker.compile(spec)
     if checker.problems:
         return LoadResult(None, checker.problems)
-    return LoadResult(compiled, [], checker.warnings(spec, compiled))
+    warnings = lint_warnings(doc, spec, compiled) if compiled is not None else []
+    return LoadResult(compiled, [], warnings)
 
 
 class _Checker:
@@ -163,26 +164,6 @@ class _Checker:
         compiled = [s for s in steps if s is not None]
         ordered = topological(compiled, key=lambda s: s.spec.id, needs=lambda s: s.spec.needs)
         return CompiledRunbook(self.doc.file, spec, tuple(ordered), remediations)
-
-    def warnings(self, spec: Runbook, compiled: CompiledRunbook | None) -> list[Problem]:
-        if compiled is None:
-            return []
-        index = {step.id: i for i, step in enumerate(spec.steps)}
-        # An alert of the runbook's own name without labels: an expectation that needs more
-        # (labels, other steps' facts) errors on these and is not judged here.
-        names = {
-            "alert": {"name": spec.alert, "state": "firing", "value": None, "labels": {},
-                      "annotations": {}},
-            "vars": dict(spec.vars),
-            "steps": {},
-        }  # fmt: skip
-        found = null_pass_warnings(((index[s.spec.id], s) for s in compiled.steps), names)
-        return [
-            self.doc.at(
-                self.doc.position(("steps", i, "expect")), f"steps.{i}.expect", f"warning: {text}"
-            )
-            for i, text in sorted(found)
-        ]
 
     def _check_match(self, spec: Runbook) -> None:
         """`alert` or `match` (Prometheus label matchers, at least one) must be given."""
