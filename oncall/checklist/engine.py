@@ -9,7 +9,9 @@ Statuses: `ok` / `warn` / `fail` from the expectation; `unknown` when the probe 
 answer (backend error, or no answer within the step's timeout); `error` when the runbook itself
 is wrong at run time (an expression that fails on these facts, a probe that raised something
 unexpected); `skipped` when `when` is false or a needed step has no facts. An `unknown` step
-holds up only the steps that need it.
+holds up only the steps that need it. A verdict that reads facts the probe found no series for
+is `unknown` too, unless the step's `absent_ok` says why absence is healthy
+(`oncall.checklist.absence`).
 
 The probe call is injected (`ProbeRunner`): live runs call the registry's probes through a
 `ProbeContext`, runbook unit tests hand back recorded facts.
@@ -18,6 +20,7 @@ The probe call is injected (`ProbeRunner`): live runs call the registry's probes
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from oncall.checklist.absence import absent_reasons
 from oncall.checklist.compiled import CompiledRemediation, CompiledRunbook, CompiledStep
 from oncall.checklist.expressions import ExpressionError
 from oncall.checklist.templates import Template
@@ -219,7 +223,33 @@ def _describe(run: _Run, step: CompiledStep, params: dict[str, Any]) -> str | No
 
 
 def _judge(run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any]) -> StepResult:
+    """The step's verdict on its facts. When it reads facts the probe could not see, `warn`
+    and `fail` stand (reached on facts that are there, and not a green); `ok`, and an
+    expression that fails on the nulls, are `unknown` with the probe's reason, unless the
+    step's `absent_ok` says why absence is healthy (then both reasons are shown)."""
     names = _names(run, step, facts)
+    result = _verdict(run, step, facts, names, timing)
+    absent = "; ".join(absent_reasons(step, facts))
+    if not absent:
+        return result
+    if step.spec.absent_ok is not None:
+        return dataclasses.replace(result, reason=f"{absent}; absent_ok: {step.spec.absent_ok}")
+    if result.status in ("warn", "fail"):
+        return dataclasses.replace(result, reason=absent)
+    return _result(
+        step,
+        "unknown",
+        absent,
+        summary=f"no data: {absent}",
+        evidence=result.evidence,
+        facts=facts,
+        **timing,
+    )
+
+
+def _verdict(
+    run: _Run, step: CompiledStep, facts: Facts, names: dict[str, Any], timing: dict[str, Any]
+) -> StepResult:
     try:
         verdict = True if step.expect is None else step.expect.evaluate(names)
         if not isinstance(verdict, bool):

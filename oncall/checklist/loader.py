@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from oncall.checklist.absence import lint_warnings
 from oncall.checklist.compiled import (
     CompiledEvidence,
     CompiledRemediation,
@@ -46,6 +47,9 @@ Compiled = TypeVar("Compiled")
 class LoadResult:
     runbook: CompiledRunbook | None
     problems: list[Problem] = field(default_factory=list)
+    #: What loads but deserves a look (`runbook lint` prints them; they fail nothing), e.g.
+    #: an expectation that says ok on missing data (`oncall.checklist.absence`).
+    warnings: list[Problem] = field(default_factory=list)
 
 
 def runbook_files(paths: Sequence[Path]) -> list[Path]:
@@ -86,7 +90,8 @@ def load_runbook(path: Path, display: str | None = None) -> LoadResult:
     compiled = checker.compile(spec)
     if checker.problems:
         return LoadResult(None, checker.problems)
-    return LoadResult(compiled, [])
+    warnings = lint_warnings(doc, spec, compiled) if compiled is not None else []
+    return LoadResult(compiled, [], warnings)
 
 
 class _Checker:

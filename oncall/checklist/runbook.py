@@ -128,6 +128,14 @@ class Step(RunbookModel):
         "only gathers facts (ok whenever the probe answers).",
     )
     warn: str | None = Field(None, description="CEL: when expect holds but this is true: warn.")
+    absent_ok: str | None = Field(
+        None,
+        min_length=1,
+        description="Why missing data is healthy here (e.g. 'an idle server has no P99'). "
+        "Without it, a step whose expect/warn reads a fact its probe found no series for is "
+        "unknown, with the probe's reason; with it, the step is judged on the null facts and "
+        "this reason is shown.",
+    )
     timeout: Duration | None = Field(
         None, description="Bound on the probe, e.g. 3s; default: the probe's own."
     )

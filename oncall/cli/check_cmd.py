@@ -65,6 +65,8 @@ def _line(result: StepResult) -> str:
     text = result.summary or result.reason or ""
     head = f"{mark} {result.status.upper():<7} {result.id:<22} {result.duration_s:6.2f}s  {text}"
     lines = [head]
+    if result.reason and result.reason not in text:  # e.g. the absent_ok of a judged step
+        lines.append(f"      why: {result.reason}")
     for item in result.evidence:
         threshold = "" if item.threshold is None else f" (threshold {_num(item.threshold)})"
         unit = f" {item.unit}" if item.unit else ""

@@ -1,7 +1,8 @@
 """`oncall runbook lint|test|schema` — for runbook authors, offline (no backend is contacted).
 
 - `lint [PATH...]` (default `runbooks/`): every problem as FILE:LINE:COL: key: message on
-  stdout; exit 1 when there are any, 0 when clean.
+  stdout; exit 1 when there are any, 0 when clean. Warnings (`key: warning: …`, e.g. an
+  expectation that says ok on missing data) are printed too and fail nothing.
 - `test [PATH...] [--run REGEX]` (default `runbooks/`): the `tests/*.test.yaml` files; a line
   per failing case with expected-vs-got; exit 1 on any failure or bad test file.
 - `schema`: the runbook JSON Schema (the committed `oncall/checklist/runbook.schema.json`).
@@ -61,20 +62,22 @@ def _paths(args: argparse.Namespace) -> list[Path]:
 
 def run_lint(args: argparse.Namespace) -> int:
     from oncall.checklist.loader import runbook_files
-    from oncall.service.checklists import problems_of
+    from oncall.service.checklists import lint_of
 
     paths = _paths(args)
     files = runbook_files(paths)
-    problems = problems_of(paths)
+    problems, warnings = lint_of(paths)
     from oncall.checklist.matching import matching_runbooks, overlaps
 
     problems += overlaps(matching_runbooks(files))  # runbooks matched by labels
-    for problem in problems:
+    for problem in [*problems, *warnings]:
         print(problem)
     count = len(problems)
+    warned = f", {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings else ""
     print(
         f"{len(files)} runbook file{'s' if len(files) != 1 else ''}: "
-        + (f"{count} problem{'s' if count != 1 else ''}" if count else "clean"),
+        + (f"{count} problem{'s' if count != 1 else ''}" if count else "clean")
+        + warned,
         file=sys.stderr,
     )
     return EXIT_FOUND if problems else EXIT_OK

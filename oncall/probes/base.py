@@ -6,7 +6,10 @@ command line an engineer would type to see the same thing (`kubectl get pods -l 
 `redis-cli INFO stats`, …), shown next to the evidence. Probes never change anything.
 
 Failures are `BackendError` (the step becomes `unknown` with the reason); a probe must not
-catch and hide them. The step's timeout is applied by the engine, around `run` as a whole.
+catch and hide them. A probe that answered but found no series for a fact says so in its
+facts: `absent` maps each fact it could not see to why (`oncall.checklist.absence`); those
+facts are listed in `absent_facts`. The step's timeout is applied by the engine, around `run`
+as a whole.
 """
 
 from __future__ import annotations
@@ -45,3 +48,6 @@ class Probe(Generic[P]):
     equivalent: Callable[[ProbeContext, P], str]
     #: Default step timeout in seconds when a runbook step does not set one.
     timeout: float = 5.0
+    #: Facts this probe lists in `facts.absent` (with the reason) when it found no series for
+    #: them: a null it does not list there is a value the series did not give.
+    absent_facts: frozenset[str] = frozenset()

@@ -180,7 +180,9 @@ async def run_devices(ctx: ProbeContext, params: DevicesParams) -> Facts:
     `min_memory_free_mib`, `total_free_mib` (None when no device reports them); `xid_count`
     (devices whose last Xid is not 0); `hint`: why the other source was not used, or None.
     A reading a source lacks is None (ECC on consumer cards; Xids through NVML are not read:
-    `last_xid` None; DCGM has no `processes`)."""
+    `last_xid` None; DCGM has no `processes`). `absent`: fact -> why not seen: every device
+    fact when no GPU was found; `xid_count` when no GPU has an Xid reading (NVML, or a
+    dcgm-exporter without the Xid series); else empty."""
     source, devices, hint = await _read(ctx, params)
     ratios = [d.memory_used_ratio for d in devices if d.memory_used_ratio is not None]
     free = [d.memory_free_mib for d in devices if d.memory_free_mib is not None]
@@ -196,7 +198,35 @@ async def run_devices(ctx: ProbeContext, params: DevicesParams) -> Facts:
         "total_free_mib": sum(free) if free else None,
         "xid_count": sum(1 for d in devices if d.last_xid),
         "hint": hint,
+        "absent": _absent(source, devices, params.node),
     }
+
+
+#: Facts about the devices found: none of them is seen when no device is.
+DEVICE_FACTS = ("fullest", "max_memory_used_ratio", "min_memory_free_mib", "total_free_mib")
+
+
+def _absent(source: str, devices: tuple[GpuDevice, ...], node: str | None) -> dict[str, str]:
+    """fact -> why it was not seen: no GPU at all, or no Xid reading on any GPU."""
+    where = f" on {node}" if node else ""
+    if not devices:
+        why = f"no GPU found through {source}{where}"
+        return dict.fromkeys([*DEVICE_FACTS, "xid_count"], why)
+    if any(d.last_xid is not None for d in devices):
+        return {}
+    if source == "nvml":
+        why = (
+            "NVML gives no Xid value: read them through DCGM (source: dcgm) or dmesg | grep -i xid"
+        )
+    else:
+        # One GPU's series shows the exporter collects Xids: the others then had none.
+        why = (
+            f"no DCGM_FI_DEV_XID_ERRORS series for the {len(devices)} GPUs{where}: "
+            "dcgm-exporter exports it only after a GPU's first Xid (as a Helm-default "
+            "install does) or does not collect it; read the driver's log on the node: "
+            "dmesg | grep -i xid"
+        )
+    return {"xid_count": why}
 
 
 def devices_equivalent(ctx: ProbeContext, params: DevicesParams) -> str:
@@ -263,6 +293,7 @@ PROBES = (
         params=DevicesParams,
         run=run_devices,
         equivalent=devices_equivalent,
+        absent_facts=frozenset({*DEVICE_FACTS, "xid_count"}),
     ),
     Probe(
         name="gpu.vllm_memory",

@@ -69,7 +69,8 @@ async def run_logs(ctx: ProbeContext, params: LogsParams) -> Facts:
       last exception line such as "torch.OutOfMemoryError: …", else the last ERROR line).
 
     Without `pod`, the pod of `selector` whose container terminated last is read. An unknown
-    pod is a "not found" error; a pod without a previous instance is `found` false.
+    pod is a "not found" error; a pod without a previous instance is `found` false, and the
+    log's facts are then listed in `absent` (fact -> "no log read: <reason>").
     """
     reader = await kube_reader(ctx)
     namespace = _namespace(ctx, params)
@@ -79,16 +80,16 @@ async def run_logs(ctx: ProbeContext, params: LogsParams) -> Facts:
         "reason": reason, "terminated_reason": None, "terminated_exit_code": None,
         "terminated_at": None, "memory_limit": None, "memory_limit_bytes": None, "lines": [],
         "line_count": 0, "bytes": 0, "truncated": False, "match": None, "match_count": 0,
-        "last_error_line": None,
+        "last_error_line": None, "absent": {},
     }  # fmt: skip
     if pod is None:
-        return facts
+        return _unread(facts)
     name = str((pod.get("metadata") or {}).get("name"))
     container = logs.container_name(pod, params.container)
     facts["pod"] = name
     if container is None:
         facts["reason"] = f"pod {name} has no container {params.container or ''}".rstrip()
-        return facts
+        return _unread(facts)
     terminated = logs.termination(pod, container, params.previous)
     limit = logs.memory_limit(pod, container)
     facts.update(
@@ -101,7 +102,7 @@ async def run_logs(ctx: ProbeContext, params: LogsParams) -> Facts:
     )
     if params.previous and terminated is None:  # the API would answer 400: do not ask
         facts["reason"] = f"container {container} of pod {name} has no previous instance"
-        return facts
+        return _unread(facts)
     text = await reader.read_pod_log(
         namespace,
         name,
@@ -128,6 +129,17 @@ async def run_logs(ctx: ProbeContext, params: LogsParams) -> Facts:
     return facts
 
 
+#: What is read from the log itself: not seen when no log was read.
+LOG_FACTS = ("lines", "line_count", "match", "match_count", "last_error_line")
+
+
+def _unread(facts: Facts) -> Facts:
+    """No log read: its facts are absent, with why (`oncall.checklist.absence`), not "no
+    match"."""
+    facts["absent"] = dict.fromkeys(LOG_FACTS, f"no log read: {facts['reason']}")
+    return facts
+
+
 def logs_equivalent(ctx: ProbeContext, params: LogsParams) -> str:
     words = ["logs", params.pod or "POD", "-n", _namespace(ctx, params)]
     if params.container:
@@ -146,5 +158,6 @@ PROBES = (
         params=LogsParams,
         run=run_logs,
         equivalent=logs_equivalent,
+        absent_facts=frozenset(LOG_FACTS),
     ),
 )

@@ -13,6 +13,13 @@ from pydantic import Field
 
 from oncall.backends import from_settings
 from oncall.backends.prometheus import PrometheusClient
+from oncall.probes.absence import (
+    SELECTOR_LABEL,
+    present_names,
+    selectors_of,
+    selectors_query,
+    selectors_reason,
+)
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
 from oncall.settings.model import PrometheusSettings
@@ -29,9 +36,15 @@ async def prometheus_client(ctx: ProbeContext) -> PrometheusClient:
     )
 
 
+QUERY_FACTS = frozenset({"value", "count", "samples"})
+
+
 async def run_query(ctx: ProbeContext, params: QueryParams) -> Facts:
     """Facts: `value` (the first sample's value, None when the result is empty), `count`,
-    `samples` ([{labels, value}], in Prometheus' order)."""
+    `samples` ([{labels, value}], in Prometheus' order), `absent`: when the result is empty
+    and a selector of the query matches no series now, {value, count, samples: why} (with
+    another name of the metric that has series: `ray_vllm:` for `vllm:`); else empty. An
+    empty result over series that exist (`up == 0` with every target up) is not absent."""
     client = await prometheus_client(ctx)
     samples = await client.query(params.query)
     # NaN (an empty histogram's quantile, 0/0) is "no value": None, which JSON and CEL both take.
@@ -39,7 +52,27 @@ async def run_query(ctx: ProbeContext, params: QueryParams) -> Facts:
         {"labels": dict(s.labels), "value": None if math.isnan(s.value) else s.value}
         for s in samples
     ]
-    return {"value": rows[0]["value"] if rows else None, "count": len(rows), "samples": rows}
+    absent: dict[str, str] = {}
+    if not rows:
+        reason = await _why_empty(client, params.query)
+        if reason is not None:
+            absent = dict.fromkeys(sorted(QUERY_FACTS), reason)
+    return {
+        "value": rows[0]["value"] if rows else None,
+        "count": len(rows),
+        "samples": rows,
+        "absent": absent,
+    }
+
+
+async def _why_empty(client: PrometheusClient, query: str) -> str | None:
+    """One more query, only after an empty result: which of its selectors match nothing."""
+    selectors = selectors_of(query)
+    if not selectors:
+        return None
+    rows = [s.labels for s in await client.query(selectors_query(selectors))]
+    matched = {int(labels[SELECTOR_LABEL]) for labels in rows if SELECTOR_LABEL in labels}
+    return selectors_reason(selectors, matched, present_names(rows))
 
 
 def _variable(header: str) -> str:
@@ -74,5 +107,6 @@ PROBES = (
         params=QueryParams,
         run=run_query,
         equivalent=query_equivalent,
+        absent_facts=QUERY_FACTS,
     ),
 )

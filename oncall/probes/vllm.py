@@ -285,7 +285,8 @@ async def run_metrics(ctx: ProbeContext, params: MetricsParams) -> Facts:
     when it saw observations, else their totals since start), quantile_windows ({ttft_s: …}
     "interval" | "since start" | None), quantile_window (the one value they share, "mixed"
     otherwise, None with no histogram), missing (facts no server exposes, e.g. all of them with
-    --disable-log-stats), metric_names ("0.33" | "0.10" | "mixed" | "unknown"), answered, total,
+    --disable-log-stats), absent (each of `missing` -> why, for `oncall.checklist.absence`),
+    metric_names ("0.33" | "0.10" | "mixed" | "unknown"), answered, total,
     stalled_count (servers that answered and are stalled).
     Values from the last scrape; seconds end in _s. Raises only when no server answered."""
     answers = await _each_server(ctx, lambda client: _scrapes_of(client, params.interval))
@@ -319,6 +320,11 @@ async def run_metrics(ctx: ProbeContext, params: MetricsParams) -> Facts:
         for fact in PROBE_FACT.values()
         if all(fact in server["missing"] for server in answered)
     ]
+    facts["absent"] = {
+        fact: f"none of the {len(answered)} vLLM servers that answered exposes it in /metrics "
+        "(--disable-log-stats, or other names: Ray Serve's ray_vllm:*)"
+        for fact in facts["missing"]
+    }
     facts["metric_names"] = _metric_names(scrapes.last.metric_version for scrapes in good)
     facts["answered"] = len(answered)
     facts["total"] = len(servers)
@@ -383,6 +389,7 @@ PROBES = (
         equivalent=metrics_equivalent,
         # Two scrapes `interval` apart, each bounded by the vLLM timeout.
         timeout=10.0,
+        absent_facts=frozenset(PROBE_FACT.values()),
     ),
     RATES,
 )

@@ -16,6 +16,7 @@ import math
 
 from pydantic import Field
 
+from oncall.probes.absence import missing_reason, presence_query, present_names, with_alternates
 from oncall.probes.base import Facts, Probe, ProbeParams
 from oncall.probes.context import ProbeContext
 from oncall.probes.prometheus import curl_query, prometheus_client
@@ -67,6 +68,47 @@ def rate_queries(params: RatesParams) -> dict[str, str]:
 
 FACT_LABEL = "oncall_fact"
 
+#: fact -> the metrics it is read from (any one will do: the 0.33 and the 0.10 names).
+SOURCES: dict[str, tuple[str, ...]] = {
+    "tokens_per_s": ("vllm:generation_tokens_total",),
+    "preemptions_per_s": ("vllm:num_preemptions_total",),
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "ttft_s": ("vllm:time_to_first_token_seconds_bucket",),
+    "itl_s": (
+        "vllm:inter_token_latency_seconds_bucket",
+        "vllm:time_per_output_token_seconds_bucket",
+    ),
+    "e2e_s": ("vllm:e2e_request_latency_seconds_bucket",),
+    "busiest_pod": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+}
+#: stalled_pods compares the token counters with the queue: it needs both.
+STALLED_SOURCES = (("vllm:generation_tokens_total",), ("vllm:num_requests_running",))
+ABSENT_FACTS = frozenset({*SOURCES, "stalled_pods"})
+
+
+def _presence(params: RatesParams) -> str:
+    """The metrics' series matching the selector, and their other names' anywhere (Ray
+    Serve's series have no `pod` label of the vLLM Deployment to match)."""
+    names = list(dict.fromkeys(name for names in SOURCES.values() for name in names))
+    others = [name for name in with_alternates(names) if name not in names]
+    return f"{presence_query(names, params.selector)} or {presence_query(others)}"
+
+
+def absent_facts(params: RatesParams, present: set[str]) -> dict[str, str]:
+    """fact -> why it has no series (`oncall.probes.absence`); empty when every fact has."""
+    absent: dict[str, str] = {}
+    for fact, names in SOURCES.items():
+        reason = missing_reason(names, present, params.selector)
+        if reason is not None:
+            absent[fact] = reason
+    for names in STALLED_SOURCES:
+        reason = missing_reason(names, present, params.selector)
+        if reason is not None:
+            absent.setdefault("stalled_pods", reason)
+    return absent
+
 
 def batched_query(params: RatesParams) -> str:
     """Every query of `rate_queries` in one: each result tagged with its fact's name and the
@@ -77,6 +119,7 @@ def batched_query(params: RatesParams) -> str:
     ]
     parts.append(f'label_replace(({busiest_query(params)}), "{FACT_LABEL}", "busiest_pod", "", "")')
     parts.append(f'label_replace(({stalled_query(params)}), "{FACT_LABEL}", "stalled_pod", "", "")')
+    parts.append(f'label_replace(({_presence(params)}), "{FACT_LABEL}", "present", "", "")')
     return " or ".join(parts)
 
 
@@ -114,20 +157,27 @@ async def run_rates(ctx: ProbeContext, params: RatesParams) -> Facts:
     busiest_pod: the `pod` label of the series with the fullest KV cache (None without one),
     the pod to rebuild when its cache is full or fragmented. stalled_pods: the `pod` labels
     whose token counters stood still over the window while requests ran or waited (a hung
-    engine: /health is still 200), sorted; empty when none."""
+    engine: /health is still 200), sorted; empty when none. absent: fact -> why, for each
+    fact whose metrics have no series (matching the selector), naming another name that has
+    (`ray_vllm:` under Ray Serve); empty when every fact has series. A fact with series and
+    no value (no traffic in the window: no quantile) is None and not absent."""
     client = await prometheus_client(ctx)
     samples = await client.query(batched_query(params))
     facts: Facts = dict.fromkeys([*rate_queries(params), "busiest_pod"])
     stalled: set[str] = set()
+    present: set[str] = set()
     for sample in samples:
         name = sample.labels.get(FACT_LABEL)
-        if name == "busiest_pod":
+        if name == "present":
+            present.update(present_names([sample.labels]))
+        elif name == "busiest_pod":
             facts[name] = sample.labels.get("pod")
         elif name == "stalled_pod":
             stalled.add(sample.labels.get("pod", ""))
         elif name in facts and math.isfinite(sample.value):
             facts[name] = sample.value
     facts["stalled_pods"] = sorted(stalled)
+    facts["absent"] = absent_facts(params, present)
     return facts
 
 
@@ -145,4 +195,5 @@ RATES = Probe(
     params=RatesParams,
     run=run_rates,
     equivalent=rates_equivalent,
+    absent_facts=ABSENT_FACTS,
 )

@@ -246,7 +246,15 @@ async def stream_checklist(
 
 def problems_of(paths: list[Path]) -> list[Problem]:
     """Lint: every problem of every runbook file under paths."""
+    return lint_of(paths)[0]
+
+
+def lint_of(paths: list[Path]) -> tuple[list[Problem], list[Problem]]:
+    """Lint: (problems, warnings) of every runbook file under paths."""
     problems: list[Problem] = []
+    warnings: list[Problem] = []
     for file in runbook_files(paths):
-        problems.extend(load_runbook(file).problems)
-    return problems
+        loaded = load_runbook(file)
+        problems.extend(loaded.problems)
+        warnings.extend(loaded.warnings)
+    return problems, warnings

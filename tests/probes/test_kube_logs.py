@@ -106,9 +106,15 @@ async def test_oom_killed_and_no_previous_container(
     never = await run(settings, pod=names[0], pattern=PATTERN)
     assert (never["found"], never["lines"], never["match"]) == (False, [], None)
     assert never["reason"] == f"container vllm of pod {names[0]} has no previous instance"
+    # No log read: the log's facts are absent (a null match is not "no OOM in the log").
+    assert never["absent"] == dict.fromkeys(
+        ("lines", "line_count", "match", "match_count", "last_error_line"),
+        f"no log read: container vllm of pod {names[0]} has no previous instance",
+    )
     _die(sim, server, names[0], oom_killed=True)
     facts = await run(settings, pod=names[0], pattern=PATTERN)
     assert (facts["terminated_reason"], facts["terminated_exit_code"]) == ("OOMKilled", 137)
+    assert facts["absent"] == {}  # the log was read
     assert facts["memory_limit"] == "64Gi"
     nobody = await run(settings, selector="app=nothing")
     assert (nobody["pod"], nobody["found"]) == (None, False)

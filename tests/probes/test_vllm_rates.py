@@ -70,7 +70,7 @@ async def test_rates_through_prometheus(
     seen: dict[str, Any] = {}
     async with ProbeContext(settings(sim.url, prometheus=prometheus.url)) as ctx:
         idle = await run(ctx, "vllm.rates", selector='job="vllm"')
-        assert set(idle) == {*names, "preemptions_per_s", "busiest_pod", "stalled_pods"}
+        assert set(idle) == {*names, "preemptions_per_s", "busiest_pod", "stalled_pods", "absent"}
 
         async def rated() -> bool:
             await complete(sim.url, MAX_SEQS, 100)
@@ -83,8 +83,15 @@ async def test_rates_through_prometheus(
     assert seen["busiest_pod"] in {"vllm-033", "vllm-010"}
     assert 0.0 <= seen["kv_cache_usage"] <= 1.0
     assert 0 < seen["itl_s"] <= seen["e2e_s"]
+    assert seen["absent"] == {}  # every fact has series: none is reported missing
     assert nothing.pop("stalled_pods") == []  # no series: no pod, not a stalled one
+    absent = nothing.pop("absent")
     assert nothing == dict.fromkeys(nothing)  # no series: every fact None, not 0
+    # ... and each is said to be missing, with its metric and the selector that emptied it.
+    assert set(absent) == {*nothing, "stalled_pods"}
+    assert absent["kv_cache_usage"] == (
+        'no vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc series matching {job="nope"}'
+    )
 
 
 async def test_rates_prometheus_down() -> None:
