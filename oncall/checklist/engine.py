@@ -11,6 +11,11 @@ is wrong at run time (an expression that fails on these facts, a probe that rais
 unexpected); `skipped` when `when` is false or a needed step has no facts. An `unknown` step
 holds up only the steps that need it.
 
+A step's timeout bounds its expressions too: `when` is evaluated within the step's timeout,
+`expect`, `warn` and `evidence` within what the probe left of it; an expression too costly to
+evaluate in-process runs apart and is stopped at that deadline (`oncall.checklist.isolated`),
+and the step is `unknown` with the reason.
+
 The probe call is injected (`ProbeRunner`): live runs call the registry's probes through a
 `ProbeContext`, runbook unit tests hand back recorded facts.
 """
@@ -26,7 +31,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from oncall.checklist.compiled import CompiledRemediation, CompiledRunbook, CompiledStep
-from oncall.checklist.expressions import ExpressionError
+from oncall.checklist.expressions import (
+    CompiledExpression,
+    ExpressionBudgetError,
+    ExpressionError,
+)
+from oncall.checklist.isolated import evaluate_within
 from oncall.checklist.templates import Template
 from oncall.errors import BackendError
 from oncall.model.checklist_events import (
@@ -172,7 +182,9 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
     gate = _names(run, step, None)
     if step.when is not None:
         try:
-            go = step.when.evaluate(gate)
+            go = await _within(step.when, gate, time.perf_counter() + step.timeout_s)
+        except ExpressionBudgetError as exc:
+            return _result(step, "unknown", f"when: {exc.message}")
         except ExpressionError as exc:
             return _result(step, "error", f"when: {exc.message}")
         if go is not True:
@@ -184,6 +196,7 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
     equivalent = _describe(run, step, params)
     async with run.limit:
         started, clock = time.time(), time.perf_counter()
+        deadline = clock + step.timeout_s  # the probe's and then the expressions' on its facts
         await run.queue.put(StepStarted(step.spec.id, step.spec.title, started))
         try:
             async with asyncio.timeout(step.timeout_s):
@@ -206,7 +219,11 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
     }
     if failure is not None:
         return _result(step, failure[0], failure[1], **timing)
-    return _judge(run, step, facts, timing)
+    return await _judge(run, step, facts, timing, deadline)
+
+
+async def _within(expression: CompiledExpression, names: dict[str, Any], deadline: float) -> Any:
+    return await evaluate_within(expression, names, deadline - time.perf_counter())
 
 
 def _describe(run: _Run, step: CompiledStep, params: dict[str, Any]) -> str | None:
@@ -218,18 +235,22 @@ def _describe(run: _Run, step: CompiledStep, params: dict[str, Any]) -> str | No
         return None
 
 
-def _judge(run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any]) -> StepResult:
+async def _judge(
+    run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any], deadline: float
+) -> StepResult:
     names = _names(run, step, facts)
     try:
-        verdict = True if step.expect is None else step.expect.evaluate(names)
+        verdict = True if step.expect is None else await _within(step.expect, names, deadline)
         if not isinstance(verdict, bool):
             raise ExpressionError(f"gave {verdict!r}, not true or false")
         status: StepStatus = "ok" if verdict else "fail"
         if status == "ok" and step.warn is not None:
-            warned = step.warn.evaluate(names)
+            warned = await _within(step.warn, names, deadline)
             if not isinstance(warned, bool):
                 raise ExpressionError(f"warn gave {warned!r}, not true or false")
             status = "warn" if warned else "ok"
+    except ExpressionBudgetError as exc:
+        return _result(step, "unknown", f"expect: {exc.message}", facts=facts, **timing)
     except ExpressionError as exc:
         return _result(step, "error", f"expect: {exc.message}", facts=facts, **timing)
     summary: str | None = None
@@ -238,7 +259,7 @@ def _judge(run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any]) 
             summary = str(step.summary.render(names))
         except ExpressionError as exc:
             summary = f"(summary failed: {exc.message})"
-    evidence = tuple(_evidence(step, names))
+    evidence = tuple(await _evidence(step, names, deadline))
     proposals: tuple[Proposal, ...] = ()
     if status in step.spec.propose_on:
         proposals = tuple(
@@ -257,12 +278,14 @@ def _judge(run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any]) 
     )
 
 
-def _evidence(step: CompiledStep, names: dict[str, Any]) -> list[EvidenceValue]:
+async def _evidence(
+    step: CompiledStep, names: dict[str, Any], deadline: float
+) -> list[EvidenceValue]:
     out: list[EvidenceValue] = []
     for item in step.evidence:
         try:
-            value = item.value.evaluate(names)
-            threshold = item.threshold.evaluate(names) if item.threshold else None
+            value = await _within(item.value, names, deadline)
+            threshold = await _within(item.threshold, names, deadline) if item.threshold else None
             out.append(
                 EvidenceValue(
                     item.label, value, threshold, item.unit, None, item.value.text, item.bad

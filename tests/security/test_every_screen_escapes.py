@@ -157,7 +157,7 @@ def hostile_app() -> OncallApp:
         Settings(),
         alerts_source=FakeAlerts(statuses()),
         checklist_runner=FakeChecklists({ALERT: script()}),
-        audit_source=audit(),  # type: ignore[arg-type]
+        audit_source=audit(),
         remediation_runner=FakeRemediations(preview()),
         clock=clock,
     )

@@ -1,0 +1,75 @@
+"""Regular expressions that others write, matched in time linear in the text (RE2).
+
+A runbook's `kube.logs` pattern runs over up to 2,000 lines a crashing process wrote; a label
+matcher (`match:` of a runbook, the board's `/` filter, `--match`) over label values
+Prometheus sent. Python's `re` backtracks: `(a+)+$` over one log line of 30 "a"s takes
+seconds, over a longer one longer than any step's timeout, and it holds the event loop (and
+the GIL) all that time, so no timeout or `q` can stop it (issue 29: a `kube.logs` pattern ran
+over 100 s). RE2 (`google-re2`, the engine of Prometheus' and Alertmanager's own matchers)
+answers in time linear in the text and refuses what it cannot do so: back-references and
+look-around are errors when the runbook loads, with RE2's reason. Its compiled program is
+bounded too (`max_mem`, RE2's default 8 MiB): `(a{1000}){1000}` is refused, not built.
+
+`backtracking_risk` names the shape that makes a pattern catastrophic in a backtracking
+engine (a quantified group that itself holds a quantifier, `(a+)+`): harmless here, but
+`runbook lint` reports it, since the same pattern copied into grep -P, Python or a log
+pipeline is not.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import re2
+
+
+class RegexError(ValueError):
+    """A pattern RE2 refuses; the message says why in RE2's words."""
+
+
+class LinearPattern(Protocol):
+    """What oncall uses of a compiled pattern (RE2's, which `re.Pattern` also fits)."""
+
+    @property
+    def pattern(self) -> str: ...
+
+    def search(self, text: str, /) -> object | None: ...
+
+    def fullmatch(self, text: str, /) -> object | None: ...
+
+
+def _options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print its refusal to stderr: it is raised instead
+    return options
+
+
+_OPTIONS = _options()
+
+
+def compile_linear(pattern: str) -> LinearPattern:
+    """`pattern` compiled by RE2; `RegexError` with RE2's reason when it is refused."""
+    try:
+        compiled: LinearPattern = re2.compile(pattern, options=_OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", errors="replace")
+        raise RegexError(f"not a regular expression RE2 accepts: {detail}") from None
+    except (TypeError, ValueError) as exc:  # a NUL or a lone surrogate in the text
+        raise RegexError(f"not a regular expression RE2 accepts: {exc}") from None
+    return compiled
+
+
+#: A group (without groups inside) holding a quantifier, itself quantified: `(a+)+`, `(\w*x)*`,
+#: `(a|b+){2,}`. Escaped characters and classes are skipped as one token.
+_NESTED_QUANTIFIER = compile_linear(
+    r"\((?:\\.|\[(?:\\.|[^\]\\])*\]|[^()\\\[])*[*+}](?:\\.|\[(?:\\.|[^\]\\])*\]|[^()\\\[])*"
+    r"\)(?:[*+]|\{\d+,\d*\})"
+)
+
+
+def backtracking_risk(pattern: str) -> str | None:
+    """The part of `pattern` that backtracks catastrophically in engines other than RE2."""
+    found = _NESTED_QUANTIFIER.search(pattern)
+    return str(found.group()) if found is not None else None  # type: ignore[attr-defined]
