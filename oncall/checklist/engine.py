@@ -191,6 +191,8 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
             return _result(step, "skipped", f"when is false: {step.spec.when}")
     try:
         params = _render(step.params, gate)
+    except ExpressionBudgetError as exc:  # templates are evaluated in-process, within budget
+        return _result(step, "unknown", f"params: {exc.message}")
     except ExpressionError as exc:
         return _result(step, "error", f"params: {exc.message}")
     equivalent = _describe(run, step, params)

@@ -107,6 +107,30 @@ async def test_a_costly_expression_is_unknown_at_its_steps_timeout(tmp_path: Pat
     assert evaluators() == []  # the evaluation was killed, not left running
 
 
+async def test_a_costly_template_is_refused_in_process_and_the_step_unknown(
+    tmp_path: Path,
+) -> None:
+    """Templates (`{{ … }}` in params, summaries) are evaluated in-process: past the budget
+    they are refused at once, never run."""
+    path = tmp_path / "Template.yaml"
+    template = costly_cel().removesuffix(" > 0")
+    path.write_text(
+        "alert: Template\ntitle: t\nsteps:\n"
+        "  - id: t\n    title: t\n    probe: kube.logs\n"
+        f'    params: {{pod: "{{{{ string({template}) }}}}"}}\n'
+        "    expect: facts.found\n    timeout: 60s\n"
+    )
+    loaded = load_runbook(path)
+    assert loaded.runbook is not None, loaded.problems
+
+    async def never(_step: Any, _params: Any) -> dict[str, Any]:
+        raise AssertionError("the probe must not run")
+
+    (result,) = await collect(loaded.runbook, {"name": "Template"}, never)
+    assert result.status == "unknown", result
+    assert result.reason is not None and result.reason.startswith("params: too costly")
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Settings, str]]:
     sim = KubeSim(hook=PrintingHook(lambda _status: LOG), start_delay=0.02, resync=0.1)
