@@ -11,10 +11,10 @@ is wrong at run time (an expression that fails on these facts, a probe that rais
 unexpected); `skipped` when `when` is false or a needed step has no facts. An `unknown` step
 holds up only the steps that need it.
 
-A step's timeout bounds its expressions too: `when` is evaluated within the step's timeout,
-`expect`, `warn` and `evidence` within what the probe left of it; an expression too costly to
-evaluate in-process runs apart and is stopped at that deadline (`oncall.checklist.isolated`),
-and the step is `unknown` with the reason.
+A step's timeout bounds its expressions too: `when`, the probe, then `expect`, `warn` and
+`evidence` share it (the wait for a free slot under the concurrency cap aside); an expression
+too costly to evaluate in-process runs apart and is stopped at the step's deadline
+(`oncall.checklist.isolated`), and the step is `unknown` with the reason.
 
 The probe call is injected (`ProbeRunner`): live runs call the registry's probes through a
 `ProbeContext`, runbook unit tests hand back recorded facts.
@@ -180,9 +180,10 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
         if status not in DECIDED:
             return _result(step, "skipped", f"needs {need}, which is {status}")
     gate = _names(run, step, None)
+    began = time.perf_counter()  # `when` and the params spend the step's time too
     if step.when is not None:
         try:
-            go = await _within(step.when, gate, time.perf_counter() + step.timeout_s)
+            go = await _within(step.when, gate, began + step.timeout_s)
         except ExpressionBudgetError as exc:
             return _result(step, "unknown", f"when: {exc.message}")
         except ExpressionError as exc:
@@ -196,12 +197,15 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
     except ExpressionError as exc:
         return _result(step, "error", f"params: {exc.message}")
     equivalent = _describe(run, step, params)
+    clock_before_slot = time.perf_counter()
     async with run.limit:
         started, clock = time.time(), time.perf_counter()
-        deadline = clock + step.timeout_s  # the probe's and then the expressions' on its facts
+        # The probe's deadline, and then the expressions' on its facts (not counting the wait
+        # for a free slot above: that is not this step's work).
+        deadline = clock + step.timeout_s - (clock_before_slot - began)
         await run.queue.put(StepStarted(step.spec.id, step.spec.title, started))
         try:
-            async with asyncio.timeout(step.timeout_s):
+            async with asyncio.timeout(deadline - clock):
                 facts = await run.runner(step, params)
             failure: tuple[StepStatus, str] | None = None
         except TimeoutError:

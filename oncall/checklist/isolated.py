@@ -39,6 +39,8 @@ from oncall.checklist.expressions import (
 CHILD_MEMORY_BYTES = 1 << 30
 #: The longest answer read back (an evidence value may be a list; `expect` is a bool).
 MAX_ANSWER_BYTES = 4 << 20
+#: The child's exit status when Python itself ran out of memory.
+_OUT_OF_MEMORY = 3
 
 
 async def evaluate_within(
@@ -98,10 +100,9 @@ def _died(code: int | None, size: int) -> str:
         return f"the value is larger than {MAX_ANSWER_BYTES >> 20} MiB"
     if code in (-signal.SIGKILL, -signal.SIGXCPU):
         return "the evaluation ran out of CPU time"
-    return (
-        f"the evaluation stopped (exit {code}): out of memory? "
-        f"(it may use {CHILD_MEMORY_BYTES >> 20} MiB)"
-    )
+    if code in (_OUT_OF_MEMORY, -signal.SIGABRT, -signal.SIGSEGV):  # Rust aborts on OOM
+        return f"the evaluation ran out of memory (it may use {CHILD_MEMORY_BYTES >> 20} MiB)"
+    return f"the evaluation failed (exit {code})"
 
 
 def _child() -> int:
@@ -117,7 +118,7 @@ def _child() -> int:
     except ExpressionError as exc:
         answer = {"error": exc.message}
     except MemoryError:
-        return 3
+        return _OUT_OF_MEMORY
     sys.stdout.write(json.dumps(answer))
     return 0
 
