@@ -18,7 +18,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from oncall.model.alertmanager import InstanceRouting, Silence
+from oncall.model.alertmanager import Acknowledgement, InstanceRouting, RuleRouting, Silence
 from oncall.model.alerts import AlertInstance, RuleStatus
 from oncall.model.checklist_events import ChecklistPlanned, EvidenceValue, Proposal
 from oncall.model.write_path import GuardVerdict, Plan, Preview, Target
@@ -80,7 +80,9 @@ def hostile_status() -> RuleStatus:
         labels={"severity": "page", "team": hostile("rule-label")},
         annotations={"summary": hostile("rule-summary"), "runbook_url": hostile("url")},
     )
-    return dataclasses.replace(base, rule=rule, instances=(instance,))
+    ack = Acknowledgement(hostile("ack-by"), T0 - 10, hostile("ack-note"))
+    routing = RuleRouting(silenced=1, ack=ack)
+    return dataclasses.replace(base, rule=rule, instances=(instance,), routing=routing)
 
 
 def statuses() -> list[RuleStatus]:
@@ -154,7 +156,8 @@ def audit() -> FakeAudit:
 def hostile_app() -> OncallApp:
     clock = FakeClock()
     app = OncallApp(
-        Settings(),
+        # An Alertmanager configured: the board's routing column (the fakes answer for it).
+        Settings.model_validate({"alertmanager": {"url": "http://127.0.0.1:9"}}),
         alerts_source=FakeAlerts(statuses()),
         checklist_runner=FakeChecklists({ALERT: script()}),
         audit_source=audit(),
@@ -186,7 +189,7 @@ async def test_every_screen_draws_hostile_backend_text_without_a_control_charact
 
     app = hostile_app()
     async with app.run_test(size=(220, 70)) as pilot:
-        await check(pilot, "board", "rule", "rule2")
+        await check(pilot, "board", "rule", "rule2", "ack-by")
         await until(pilot, lambda: app.board.selected_alert() == ALERT, "the hostile alert")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident")
