@@ -1,7 +1,8 @@
 """Regular expressions that others write, matched in time linear in the text (RE2).
 
 A runbook's `kube.logs` pattern runs over up to 2,000 lines a crashing process wrote; a label
-matcher (`match:` of a runbook, the board's `/` filter, `--match`) over label values
+matcher (`match:` of a runbook, the board's `/` filter, `--match`) and an alert template's
+`match` / `reReplaceAll` (a cluster's PrometheusRule is anyone's text) over label values
 Prometheus sent. Python's `re` backtracks: `(a+)+$` over one log line of 30 "a"s takes
 seconds, over a longer one longer than any step's timeout, and it holds the event loop (and
 the GIL) all that time, so no timeout or `q` can stop it (issue 29: a `kube.logs` pattern ran
@@ -36,6 +37,8 @@ class LinearPattern(Protocol):
     def search(self, text: str, /) -> object | None: ...
 
     def fullmatch(self, text: str, /) -> object | None: ...
+
+    def sub(self, replacement: str, text: str, /) -> str: ...
 
 
 def _options() -> re2.Options:

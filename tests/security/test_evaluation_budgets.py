@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from oncall.alerts.templates import expand
 from oncall.checklist.engine import collect, run_checklist
 from oncall.checklist.loader import load_runbook
 from oncall.drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
@@ -129,6 +130,17 @@ async def test_a_costly_template_is_refused_in_process_and_the_step_unknown(
     (result,) = await collect(loaded.runbook, {"name": "Template"}, never)
     assert result.status == "unknown", result
     assert result.reason is not None and result.reason.startswith("params: too costly")
+
+
+def test_a_rule_templates_regex_over_a_label_value_is_linear() -> None:
+    """The same for the alert templates oncall expands itself (a cluster's PrometheusRule is
+    anyone's text; the label values come from Prometheus): `match` and `reReplaceAll` run RE2,
+    as Go's regexp in Prometheus. With Python's `re` this did not return."""
+    labels = {"pod": "a" * 40 + "!"}
+    source = '{{ if match "(a+)+$" $labels.pod }}yes{{ else }}no{{ end }} ' + (
+        '{{ reReplaceAll "(a+)+$" "x" $labels.pod }}'
+    )
+    assert expand(source, labels, 1.0) == f"no {labels['pod']}"
 
 
 @pytest.fixture
