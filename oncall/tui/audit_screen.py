@@ -32,6 +32,7 @@ from oncall.settings import Settings
 from oncall.tui.audit_render import COLUMNS, chain_text, record_cells, status_text
 from oncall.tui.banner import banners
 from oncall.tui.tables import cursor_key, leave_filter, new_table
+from oncall.tui.terminal_safe import safe_text
 from oncall.tui.workers import describe
 
 T = TypeVar("T")
@@ -212,7 +213,7 @@ class AuditScreen(Screen[None]):
             body = "this record is no longer in the log (press r to read it again)"
         else:
             body = message.text
-        self.query_one("#audit-details", Static).update(body)
+        self.query_one("#audit-details", Static).update(safe_text(body))
 
     # -- rendering --------------------------------------------------------------------------
 

@@ -10,7 +10,10 @@ is drawn as text, each control character shown as "?", the rule the CLI applies
 
 A control character has no width to Rich, so "?" makes the line one cell longer than its
 widget laid it out: the line is cut back to its width (the last cells of a line are padding
-in practice). Text that went through `terminal_safe` before layout keeps every character.
+in practice). So the panes that show a backend's text also apply the rule before layout
+(`safe_text`: the board's cells through `oncall.tui.paint.styled`, the incident screen, the
+instances panel, the confirm modal, the audit screen's details), where "?" takes its cell;
+the filter is what holds for any text a pane forgets.
 
 Cost: one C-level `str.isprintable` per segment; Textual caches a strip's filtered form, so
 only lines that changed pay even that (scripts/bench/tui.py's key-press figures).
@@ -18,11 +21,16 @@ only lines that changed pay even that (scripts/bench/tui.py's key-press figures)
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from rich.segment import Segment
+from rich.text import Text
 from textual.color import Color
 from textual.filter import LineFilter
 
 from oncall.redaction import terminal_safe
+
+_Shown = TypeVar("_Shown", str, Text)
 
 
 class TerminalSafe(LineFilter):
@@ -41,3 +49,17 @@ class TerminalSafe(LineFilter):
             for segment in segments
         ]
         return Segment.adjust_line_length(cleaned, width)
+
+
+def safe_text(content: _Shown) -> _Shown:
+    """`content` with its control characters as "?" before layout (spans and styles kept:
+    one character for one)."""
+    if isinstance(content, str):
+        return terminal_safe(content)
+    plain = content.plain
+    cleaned = terminal_safe(plain)
+    if cleaned == plain:
+        return content
+    copy = content.copy()
+    copy.plain = cleaned
+    return copy
