@@ -53,15 +53,52 @@ _OPTIONS = _options()
 def compile_linear(pattern: str) -> LinearPattern:
     """`pattern` compiled by RE2; `RegexError` with RE2's reason when it is refused."""
     try:
-        compiled: LinearPattern = re2.compile(pattern, options=_OPTIONS)
+        compiled = re2.compile(pattern, options=_OPTIONS)
     except re2.error as exc:
         detail = exc.args[0] if exc.args else exc
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", errors="replace")
         raise RegexError(f"not a regular expression RE2 accepts: {detail}") from None
-    except (TypeError, ValueError) as exc:  # a NUL or a lone surrogate in the text
+    except (TypeError, ValueError) as exc:  # a lone surrogate in the pattern
         raise RegexError(f"not a regular expression RE2 accepts: {exc}") from None
-    return compiled
+    return _Linear(compiled)
+
+
+def _utf8(text: str) -> str:
+    """text as RE2 can take it: a lone surrogate (JSON may carry "\\ud800") becomes "?"."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
+class _Linear:
+    """RE2's pattern, taking any `str`: RE2 matches UTF-8, and a label value or a log line
+    decoded from JSON may hold a lone surrogate, which has none (re would take it)."""
+
+    __slots__ = ("_compiled",)
+
+    def __init__(self, compiled: LinearPattern) -> None:
+        self._compiled = compiled
+
+    @property
+    def pattern(self) -> str:
+        return self._compiled.pattern
+
+    def search(self, text: str, /) -> object | None:
+        try:
+            return self._compiled.search(text)
+        except UnicodeEncodeError:
+            return self._compiled.search(_utf8(text))
+
+    def fullmatch(self, text: str, /) -> object | None:
+        try:
+            return self._compiled.fullmatch(text)
+        except UnicodeEncodeError:
+            return self._compiled.fullmatch(_utf8(text))
+
+    def sub(self, replacement: str, text: str, /) -> str:
+        try:
+            return self._compiled.sub(replacement, text)
+        except UnicodeEncodeError:
+            return self._compiled.sub(_utf8(replacement), _utf8(text))
 
 
 #: A group (without groups inside) holding a quantifier, itself quantified: `(a+)+`, `(\w*x)*`,
@@ -74,5 +111,5 @@ _NESTED_QUANTIFIER = compile_linear(
 
 def backtracking_risk(pattern: str) -> str | None:
     """The part of `pattern` that backtracks catastrophically in engines other than RE2."""
-    found = _NESTED_QUANTIFIER.search(pattern)
+    found = _NESTED_QUANTIFIER.search(_utf8(pattern))
     return str(found.group()) if found is not None else None  # type: ignore[attr-defined]

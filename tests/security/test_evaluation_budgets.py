@@ -25,6 +25,8 @@ from oncall.checklist.loader import load_runbook
 from oncall.drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import ChecklistEvent, StepResult, StepStarted
+from oncall.model.linear_regex import compile_linear
+from oncall.model.matchers import MatcherError, parse_selection
 from oncall.service.checklists import load_checked, stream_checklist
 from oncall.settings.model import KubernetesSettings, Settings
 from oncall.tui.app import OncallApp
@@ -141,6 +143,16 @@ def test_a_rule_templates_regex_over_a_label_value_is_linear() -> None:
         '{{ reReplaceAll "(a+)+$" "x" $labels.pod }}'
     )
     assert expand(source, labels, 1.0) == f"no {labels['pod']}"
+
+
+def test_re2_takes_what_re_took_and_refuses_what_it_cannot_bound() -> None:
+    """A lone surrogate (JSON can carry "\\ud800" in a label value) is matched, not an
+    error; a back-reference is refused when the pattern is read, with RE2's reason."""
+    selection = parse_selection('{pod=~"vllm-.*"}')
+    assert selection.matches({"pod": "vllm-\ud800"})
+    assert compile_linear("(a+)+$").search("a" * 40 + "\ud800") is None
+    with pytest.raises(MatcherError, match=r"RE2 accepts: invalid escape sequence: \\1"):
+        parse_selection('{pod=~"(a)\\\\1"}')
 
 
 @pytest.fixture
