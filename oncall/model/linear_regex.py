@@ -19,9 +19,9 @@ pipeline is not.
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
 from typing import Protocol
-
-import re2
 
 
 class RegexError(ValueError):
@@ -41,19 +41,21 @@ class LinearPattern(Protocol):
     def sub(self, replacement: str, text: str, /) -> str: ...
 
 
-def _options() -> re2.Options:
+@functools.cache
+def _re2() -> tuple[ModuleType, object]:
+    # Imported on first use (~9 ms): most commands compile no regex (STYLE 11).
+    import re2
+
     options = re2.Options()
     options.log_errors = False  # RE2 would print its refusal to stderr: it is raised instead
-    return options
-
-
-_OPTIONS = _options()
+    return re2, options
 
 
 def compile_linear(pattern: str) -> LinearPattern:
     """`pattern` compiled by RE2; `RegexError` with RE2's reason when it is refused."""
+    re2, options = _re2()
     try:
-        compiled = re2.compile(pattern, options=_OPTIONS)
+        compiled = re2.compile(pattern, options=options)
     except re2.error as exc:
         detail = exc.args[0] if exc.args else exc
         if isinstance(detail, bytes):
@@ -103,13 +105,18 @@ class _Linear:
 
 #: A group (without groups inside) holding a quantifier, itself quantified: `(a+)+`, `(\w*x)*`,
 #: `(a|b+){2,}`. Escaped characters and classes are skipped as one token.
-_NESTED_QUANTIFIER = compile_linear(
+_NESTED_QUANTIFIER = (
     r"\((?:\\.|\[(?:\\.|[^\]\\])*\]|[^()\\\[])*[*+}](?:\\.|\[(?:\\.|[^\]\\])*\]|[^()\\\[])*"
     r"\)(?:[*+]|\{\d+,\d*\})"
 )
 
 
+@functools.cache
+def _nested_quantifier() -> LinearPattern:
+    return compile_linear(_NESTED_QUANTIFIER)
+
+
 def backtracking_risk(pattern: str) -> str | None:
     """The part of `pattern` that backtracks catastrophically in engines other than RE2."""
-    found = _NESTED_QUANTIFIER.search(_utf8(pattern))
+    found = _nested_quantifier().search(_utf8(pattern))
     return str(found.group()) if found is not None else None  # type: ignore[attr-defined]
