@@ -28,6 +28,7 @@ from oncall.tui.audit_screen import AuditScreen
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.help import HelpScreen
 from oncall.tui.incident import IncidentScreen
+from oncall.tui.silence import SilenceScreen
 from tests.tui.chart_fakes import FakeCharts
 from tests.tui.fakes import T0, FakeAlerts, FakeChecklists, FakeClock, result, started, status
 from tests.tui.test_audit_screen import DEPLOYMENT, FakeAudit, record
@@ -201,6 +202,11 @@ async def test_every_screen_draws_hostile_backend_text_without_a_control_charact
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help")
         await check(pilot, "help over the incident")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident again")
+        await pilot.press("s")  # the silence form, pre-filled from the instance's labels
+        await until(pilot, lambda: isinstance(app.screen, SilenceScreen), "the silence form")
+        await check(pilot, "silence form", "label")
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident again")
         await pilot.press("p")
