@@ -14,6 +14,7 @@ segment.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from textual.pilot import Pilot
@@ -138,6 +139,15 @@ def preview() -> Preview:
     return Preview(plan, {"current": hostile("dry-run")}, verdicts)
 
 
+class RawAudit(FakeAudit):
+    """A record's details as the live service gives them: JSON with `ensure_ascii=False`, so
+    the C1 controls and DEL are raw characters in it (C0 are JSON escapes)."""
+
+    async def details(self, key: str) -> str | None:
+        found = next((r for r in self.entries if r["id"] == key), None)
+        return None if found is None else json.dumps(found, indent=2, ensure_ascii=False)
+
+
 def audit() -> FakeAudit:
     entries = [
         record(1, "proposed", hostile("audit-action"), {**DEPLOYMENT, "name": hostile("a-t")}),
@@ -151,7 +161,7 @@ def audit() -> FakeAudit:
             detail={"why": hostile("audit-detail")},
         ),
     ]
-    return FakeAudit(entries=entries)
+    return RawAudit(entries=entries)
 
 
 def hostile_app() -> OncallApp:
