@@ -85,6 +85,7 @@ _STRING = re.compile(
 _SYNTAX = re.compile(r"ERROR: <input>:(\d+):(\d+): (?:Syntax error: )?([^\n]*)")
 _EXPECTING = re.compile(r" expecting (?:\{[^}]*\}|\S+)")
 _UNDEFINED = re.compile(r"Undefined variable or function: '([^']*)'")
+_RECURSION = re.compile(r"Recursion limit of (\d+) exceeded")
 
 
 class ExpressionError(OncallError):
@@ -232,7 +233,10 @@ def _syntax_error(text: str, exc: BaseException) -> ExpressionError:
     line, column, detail = int(match[1]), int(match[2]), match[3]
     lines = text.split("\n")
     offset = sum(len(earlier) + 1 for earlier in lines[: line - 1])
-    if detail.startswith("mismatched input '<EOF>'"):
+    recursion = _RECURSION.search(detail)
+    if recursion:  # the parser's own bound on nesting (no stack to overflow)
+        detail = f"nested deeper than {recursion[1]} levels"
+    elif detail.startswith("mismatched input '<EOF>'"):
         detail = "unexpected end of expression"
     else:
         detail = _EXPECTING.sub("", detail)

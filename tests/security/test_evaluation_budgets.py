@@ -21,6 +21,7 @@ import pytest
 
 from oncall.alerts.templates import expand
 from oncall.checklist.engine import collect, run_checklist
+from oncall.checklist.expressions import ExpressionError, compile_expression
 from oncall.checklist.loader import load_runbook
 from oncall.drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from oncall.model.alerts import RuleStatus
@@ -153,6 +154,13 @@ def test_re2_takes_what_re_took_and_refuses_what_it_cannot_bound() -> None:
     assert compile_linear("(a+)+$").search("a" * 40 + "\ud800") is None
     with pytest.raises(MatcherError, match=r"RE2 accepts: invalid escape sequence: \\1"):
         parse_selection('{pod=~"(a)\\\\1"}')
+
+
+def test_nesting_past_the_parsers_bound_is_a_located_error() -> None:
+    """The CEL parser bounds its recursion (96 levels): a deeper expression is a syntax error
+    at the column where it passes the bound, said plainly (not the binding's debug text)."""
+    with pytest.raises(ExpressionError, match=r"^syntax error: nested deeper than 96 levels$"):
+        compile_expression("(" * 200 + "1" + ")" * 200, names=[])
 
 
 @pytest.fixture
