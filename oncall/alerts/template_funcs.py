@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from oncall.model.linear_regex import compile_linear
+
 
 def _float(value: object) -> float:
     if isinstance(value, bool):
@@ -147,9 +149,11 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "title": lambda s: str(s).title(),
     "stripPort": lambda s: re.sub(r":\d+$", "", str(s)),
     "stripDomain": lambda s: str(s).split(".", 1)[0],
-    "match": lambda pattern, s: re.search(str(pattern), str(s)) is not None,
-    "reReplaceAll": lambda pattern, repl, s: re.sub(
-        str(pattern), re.sub(r"\$(\d+)", r"\\\1", str(repl)), str(s)
+    # A rule's pattern (a cluster's PrometheusRule is anyone's text) over label values a
+    # backend sent: RE2 as Go's regexp in Prometheus, linear in the text (issue 29).
+    "match": lambda pattern, s: compile_linear(str(pattern)).search(str(s)) is not None,
+    "reReplaceAll": lambda pattern, repl, s: compile_linear(str(pattern)).sub(
+        re.sub(r"\$(\d+)", r"\\\1", str(repl)), str(s)
     ),
     # `query` needs Prometheus: rules that use it are expanded by Prometheus when it evaluates
     # them; in local evaluation the query is not run and expands to nothing.

@@ -16,6 +16,12 @@ Lists are paged (`limit` + `continue`, `LIST_PAGE` items a page, at most `LIST_M
 pages), with selectors sent to the server; a continue token that expired (410 Gone) restarts
 the list once. A list that would pass the bound is "too large", never cut silently.
 
+An answer is read only if it is what was asked for, as kubectl decodes by `kind`: one object
+has the `kind` asked for and a `metadata.name`; a list the `KindList` kind and `items`, each
+with `metadata`. Anything else, JSON though it is (`{"hello": "world"}` from a proxy or a
+lying server), is "bad payload", so a probe's facts never read a missing field as a finding
+("0/1 ready").
+
 Failures are `BackendError("kubernetes", target, reason)` with reason "refused", "timeout",
 "unreachable", "disconnected", "tls", "config", "bad payload", "too large", "not found" (a
 Status NotFound), "auth" (401/403, as for every backend: a 403 carries the server's message
@@ -60,6 +66,14 @@ def _status_message(body: str | bytes | None) -> tuple[str | None, str]:
     if not isinstance(status, dict):
         return None, str(status)[:200]
     return status.get("reason"), str(status.get("message") or "")
+
+
+def _shape(body: Obj) -> str:
+    """What an unexpected answer is, briefly: its kind, or its first keys."""
+    if body.get("kind"):
+        return repr(str(body["kind"])[:60])
+    keys = ", ".join(repr(str(k)[:30]) for k in list(body)[:4])
+    return f"an object with keys {keys}" if keys else "an empty object"
 
 
 def _path(*parts: str) -> str:
@@ -197,8 +211,21 @@ class KubeReader:
     async def _get(self, path: str, **params: Any) -> Obj:
         return await self._request("GET", path, params=params)
 
+    async def _get_object(self, path: str, kind: str) -> Obj:
+        """One object of `kind`: anything else is "bad payload" (see the module docstring)."""
+        body = await self._get(path)
+        metadata = body.get("metadata")
+        if body.get("kind") != kind or not isinstance(metadata, dict) or not metadata.get("name"):
+            raise self._error("bad payload", f"expected a {kind}, got {_shape(body)}")
+        return body
+
     async def _list(
-        self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
+        self,
+        path: str,
+        kind: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[Obj]:
         """All items of a list, page by page (`limit` + `continue`), bounded."""
         query = {"labelSelector": label_selector, "fieldSelector": field_selector}
@@ -218,6 +245,10 @@ class KubeReader:
             page = body.get("items")
             if not isinstance(page, list) or not all(isinstance(i, dict) for i in page):
                 raise self._error("bad payload", f"{body.get('kind') or 'list'} without items")
+            if body.get("kind") != f"{kind}List" or not all(
+                isinstance(i.get("metadata"), dict) for i in page
+            ):
+                raise self._error("bad payload", f"expected a {kind}List, got {_shape(body)}")
             items.extend(page)
             token = (body.get("metadata") or {}).get("continue") or None
             if token is None:
@@ -233,12 +264,15 @@ class KubeReader:
     ) -> list[Obj]:
         """`kubectl get pods -n NS [-l SEL] [--field-selector F] -o json` → the items."""
         return await self._list(
-            core(namespace, "pods"), label_selector=label_selector, field_selector=field_selector
+            core(namespace, "pods"),
+            "Pod",
+            label_selector=label_selector,
+            field_selector=field_selector,
         )
 
     async def get_pod(self, namespace: str, name: str) -> Obj:
         """`kubectl get pod NAME -n NS -o json`; "not found" when there is none."""
-        return await self._get(core(namespace, "pods", name))
+        return await self._get_object(core(namespace, "pods", name), "Pod")
 
     async def list_events(
         self, namespace: str | None, kind: str | None = None, name: str | None = None
@@ -254,23 +288,24 @@ class KubeReader:
         if name:
             selectors.append(f"involvedObject.name={name}")
         return await self._list(
-            core(namespace, "events"), field_selector=",".join(selectors) or None
+            core(namespace, "events"), "Event", field_selector=",".join(selectors) or None
         )
 
     async def get_deployment(self, namespace: str, name: str) -> Obj:
         """`kubectl get deployment NAME -n NS -o json`; "not found" when there is none."""
-        return await self._get(apis("apps/v1", namespace, "deployments", name))
+        path = apis("apps/v1", namespace, "deployments", name)
+        return await self._get_object(path, "Deployment")
 
     async def list_prometheus_rules(
         self, namespace: str | None, label_selector: str | None = None
     ) -> list[Obj]:
         """`kubectl get prometheusrules.monitoring.coreos.com [-n NS | -A] [-l SEL] -o json`."""
         path = apis("monitoring.coreos.com/v1", namespace, "prometheusrules")
-        return await self._list(path, label_selector=label_selector)
+        return await self._list(path, "PrometheusRule", label_selector=label_selector)
 
     async def list_nodes(self, label_selector: str | None = None) -> list[Obj]:
         """`kubectl get nodes [-l SEL] -o json` → the items."""
-        return await self._list(core(None, "nodes"), label_selector=label_selector)
+        return await self._list(core(None, "nodes"), "Node", label_selector=label_selector)
 
     async def read_pod_log(
         self,

@@ -119,7 +119,8 @@ def sum_buckets(many: Iterable[Buckets | None]) -> Buckets:
 
 @dataclass(frozen=True)
 class Health:
-    """The answer of `GET /health`: ok only on 200; 503 (500 on 0.10) means the engine died."""
+    """The answer of `GET /health`: ok only on an empty 200 (vLLM's; a 200 with a body is a
+    "bad payload"); 503 (500 on 0.10) means the engine died."""
 
     ok: bool
     status: int
@@ -295,6 +296,17 @@ class VllmClient(HttpBackend):
         if "html" in response.headers.get("content-type", ""):
             kind = response.headers["content-type"]
             raise self._error("bad payload", f"/health answered {response.status_code} {kind!r}")
+        # vLLM's own 200 is empty (`Response(status_code=200)`, serve/instrumentator/health.py;
+        # backends.md §1.1). A 200 with a body ("OK", `{"status": "up"}`, a catch-all page) is
+        # something else answering for it: it says nothing of the engine, so unknown.
+        body = response.content.strip()
+        if response.status_code == 200 and body:
+            snippet = body[:40].decode("utf-8", errors="replace")
+            raise self._error(
+                "bad payload",
+                f"/health answered 200 with a {len(response.content)}-byte body ({snippet!r}); "
+                "vLLM's is empty",
+            )
         return Health(response.status_code == 200, response.status_code, latency)
 
     async def version(self) -> str:

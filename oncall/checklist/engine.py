@@ -13,6 +13,11 @@ holds up only the steps that need it. A verdict that reads facts the probe found
 is `unknown` too, unless the step's `absent_ok` says why absence is healthy
 (`oncall.checklist.absence`).
 
+A step's timeout bounds its expressions too: `when`, the probe, then `expect`, `warn` and
+`evidence` share it (the wait for a free slot under the concurrency cap aside); an expression
+too costly to evaluate in-process runs apart and is stopped at the step's deadline
+(`oncall.checklist.isolated`), and the step is `unknown` with the reason.
+
 The probe call is injected (`ProbeRunner`): live runs call the registry's probes through a
 `ProbeContext`, runbook unit tests hand back recorded facts.
 """
@@ -30,7 +35,12 @@ from pydantic import ValidationError
 
 from oncall.checklist.absence import absent_reasons
 from oncall.checklist.compiled import CompiledRemediation, CompiledRunbook, CompiledStep
-from oncall.checklist.expressions import ExpressionError
+from oncall.checklist.expressions import (
+    CompiledExpression,
+    ExpressionBudgetError,
+    ExpressionError,
+)
+from oncall.checklist.isolated import evaluate_within
 from oncall.checklist.templates import Template
 from oncall.errors import BackendError
 from oncall.model.checklist_events import (
@@ -174,23 +184,32 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
         if status not in DECIDED:
             return _result(step, "skipped", f"needs {need}, which is {status}")
     gate = _names(run, step, None)
+    began = time.perf_counter()  # `when` and the params spend the step's time too
     if step.when is not None:
         try:
-            go = step.when.evaluate(gate)
+            go = await _within(step.when, gate, began + step.timeout_s)
+        except ExpressionBudgetError as exc:
+            return _result(step, "unknown", f"when: {exc.message}")
         except ExpressionError as exc:
             return _result(step, "error", f"when: {exc.message}")
         if go is not True:
             return _result(step, "skipped", f"when is false: {step.spec.when}")
     try:
         params = _render(step.params, gate)
+    except ExpressionBudgetError as exc:  # templates are evaluated in-process, within budget
+        return _result(step, "unknown", f"params: {exc.message}")
     except ExpressionError as exc:
         return _result(step, "error", f"params: {exc.message}")
     equivalent = _describe(run, step, params)
+    clock_before_slot = time.perf_counter()
     async with run.limit:
         started, clock = time.time(), time.perf_counter()
+        # The probe's deadline, and then the expressions' on its facts (not counting the wait
+        # for a free slot above: that is not this step's work).
+        deadline = clock + step.timeout_s - (clock_before_slot - began)
         await run.queue.put(StepStarted(step.spec.id, step.spec.title, started))
         try:
-            async with asyncio.timeout(step.timeout_s):
+            async with asyncio.timeout(deadline - clock):
                 facts = await run.runner(step, params)
             failure: tuple[StepStatus, str] | None = None
         except TimeoutError:
@@ -210,7 +229,11 @@ async def _decide(run: _Run, step: CompiledStep) -> StepResult:
     }
     if failure is not None:
         return _result(step, failure[0], failure[1], **timing)
-    return _judge(run, step, facts, timing)
+    return await _judge(run, step, facts, timing, deadline)
+
+
+async def _within(expression: CompiledExpression, names: dict[str, Any], deadline: float) -> Any:
+    return await evaluate_within(expression, names, deadline - time.perf_counter())
 
 
 def _describe(run: _Run, step: CompiledStep, params: dict[str, Any]) -> str | None:
@@ -222,13 +245,15 @@ def _describe(run: _Run, step: CompiledStep, params: dict[str, Any]) -> str | No
         return None
 
 
-def _judge(run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any]) -> StepResult:
+async def _judge(
+    run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any], deadline: float
+) -> StepResult:
     """The step's verdict on its facts. When it reads facts the probe could not see, `warn`
     and `fail` stand (reached on facts that are there, and not a green); `ok`, and an
     expression that fails on the nulls, are `unknown` with the probe's reason, unless the
     step's `absent_ok` says why absence is healthy (then both reasons are shown)."""
     names = _names(run, step, facts)
-    result = _verdict(run, step, facts, names, timing)
+    result = await _verdict(run, step, facts, names, timing=timing, deadline=deadline)
     absent = "; ".join(absent_reasons(step, facts))
     if not absent:
         return result
@@ -247,19 +272,27 @@ def _judge(run: _Run, step: CompiledStep, facts: Facts, timing: dict[str, Any]) 
     )
 
 
-def _verdict(
-    run: _Run, step: CompiledStep, facts: Facts, names: dict[str, Any], timing: dict[str, Any]
+async def _verdict(
+    run: _Run,
+    step: CompiledStep,
+    facts: Facts,
+    names: dict[str, Any],
+    *,
+    timing: dict[str, Any],
+    deadline: float,
 ) -> StepResult:
     try:
-        verdict = True if step.expect is None else step.expect.evaluate(names)
+        verdict = True if step.expect is None else await _within(step.expect, names, deadline)
         if not isinstance(verdict, bool):
             raise ExpressionError(f"gave {verdict!r}, not true or false")
         status: StepStatus = "ok" if verdict else "fail"
         if status == "ok" and step.warn is not None:
-            warned = step.warn.evaluate(names)
+            warned = await _within(step.warn, names, deadline)
             if not isinstance(warned, bool):
                 raise ExpressionError(f"warn gave {warned!r}, not true or false")
             status = "warn" if warned else "ok"
+    except ExpressionBudgetError as exc:
+        return _result(step, "unknown", f"expect: {exc.message}", facts=facts, **timing)
     except ExpressionError as exc:
         return _result(step, "error", f"expect: {exc.message}", facts=facts, **timing)
     summary: str | None = None
@@ -268,7 +301,7 @@ def _verdict(
             summary = str(step.summary.render(names))
         except ExpressionError as exc:
             summary = f"(summary failed: {exc.message})"
-    evidence = tuple(_evidence(step, names))
+    evidence = tuple(await _evidence(step, names, deadline))
     proposals: tuple[Proposal, ...] = ()
     if status in step.spec.propose_on:
         proposals = tuple(
@@ -287,12 +320,14 @@ def _verdict(
     )
 
 
-def _evidence(step: CompiledStep, names: dict[str, Any]) -> list[EvidenceValue]:
+async def _evidence(
+    step: CompiledStep, names: dict[str, Any], deadline: float
+) -> list[EvidenceValue]:
     out: list[EvidenceValue] = []
     for item in step.evidence:
         try:
-            value = item.value.evaluate(names)
-            threshold = item.threshold.evaluate(names) if item.threshold else None
+            value = await _within(item.value, names, deadline)
+            threshold = await _within(item.threshold, names, deadline) if item.threshold else None
             out.append(
                 EvidenceValue(
                     item.label, value, threshold, item.unit, None, item.value.text, item.bad

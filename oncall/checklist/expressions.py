@@ -39,7 +39,11 @@ Semantics to know (tested in tests/checklist/test_expressions.py):
 
 Bounds: an expression is at most `MAX_EXPRESSION_CHARS` characters; the facts an expression
 references are refused past `MAX_FACTS_DEPTH` levels of nesting or about `MAX_FACTS_BYTES` of
-JSON. CEL has no loops, so evaluation time is bounded by the expression and the facts.
+JSON. CEL has no loops, but its macros nest, and the binding holds the GIL while it evaluates:
+`evaluate` refuses (`ExpressionBudgetError`) an expression whose cost over the facts given is
+past a budget (`oncall.checklist.cost`, by default `INLINE_COST`); the engine evaluates such
+an expression in a process of its own, killed at the step's deadline
+(`oncall.checklist.isolated`).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from oncall.checklist.cost import INLINE_COST, Shape, shape_of
 from oncall.errors import OncallError
 
 if TYPE_CHECKING:
@@ -80,6 +85,7 @@ _STRING = re.compile(
 _SYNTAX = re.compile(r"ERROR: <input>:(\d+):(\d+): (?:Syntax error: )?([^\n]*)")
 _EXPECTING = re.compile(r" expecting (?:\{[^}]*\}|\S+)")
 _UNDEFINED = re.compile(r"Undefined variable or function: '([^']*)'")
+_RECURSION = re.compile(r"Recursion limit of (\d+) exceeded")
 
 
 class ExpressionError(OncallError):
@@ -93,6 +99,11 @@ class ExpressionError(OncallError):
         self.message = message
         self.column = column
         super().__init__(message)
+
+
+class ExpressionBudgetError(ExpressionError):
+    """An expression not evaluated (or not to the end) because it costs more than it may:
+    the step that needs it is `unknown`, not wrong."""
 
 
 @functools.cache
@@ -122,19 +133,34 @@ class CompiledExpression:
     text: str
     names: tuple[str, ...]  # the top-level fact names it references
     _program: cel.Program
+    shape: Shape
 
-    def evaluate(self, facts: Mapping[str, object]) -> object:
-        """The value of the expression over `facts`, as plain Python values.
-
-        Only the facts the expression references are handed to CEL (converting facts is most
-        of the cost) and checked against the size and depth caps.
-        """
+    def used(self, facts: Mapping[str, object]) -> dict[str, object]:
+        """The facts the expression references (converting facts is most of CEL's cost)."""
         used: dict[str, object] = {}
         for name in self.names:
             if name not in facts:
                 raise ExpressionError(f"no fact named {name!r} was given to this expression")
             used[name] = facts[name]
-        _check_facts(used)
+        return used
+
+    def cost(self, facts: Mapping[str, object]) -> float:
+        """The bound on its evaluation's steps over `facts` (`oncall.checklist.cost`)."""
+        return self.shape.estimate(_check_facts(self.used(facts)))
+
+    def evaluate(self, facts: Mapping[str, object], *, budget: float = INLINE_COST) -> object:
+        """The value of the expression over `facts`, as plain Python values.
+
+        Only the facts the expression references are handed to CEL and checked against the
+        size and depth caps; `ExpressionBudgetError` when its cost is past `budget`.
+        """
+        used = self.used(facts)
+        cost = self.shape.estimate(_check_facts(used))
+        if cost > budget:
+            raise ExpressionBudgetError(
+                f"too costly to evaluate: {self.shape.nesting()}, about {cost:.1e} steps "
+                f"over these facts (the budget is {budget:.0e})"
+            )
         try:
             value = self._program.execute(used)
         except BaseException as exc:
@@ -180,7 +206,8 @@ def compile_expression(text: str, *, names: Collection[str]) -> CompiledExpressi
             f"unknown name {name!r}{suggestion}",
             column if column <= len(text) else None,
         )
-    return CompiledExpression(text, tuple(n for n in referenced if n in allowed), program)
+    names_used = tuple(n for n in referenced if n in allowed)
+    return CompiledExpression(text, names_used, program, shape_of(plain))
 
 
 def evaluate_bool(expression: CompiledExpression, facts: Mapping[str, object]) -> bool:
@@ -206,7 +233,10 @@ def _syntax_error(text: str, exc: BaseException) -> ExpressionError:
     line, column, detail = int(match[1]), int(match[2]), match[3]
     lines = text.split("\n")
     offset = sum(len(earlier) + 1 for earlier in lines[: line - 1])
-    if detail.startswith("mismatched input '<EOF>'"):
+    recursion = _RECURSION.search(detail)
+    if recursion:  # the parser's own bound on nesting (no stack to overflow)
+        detail = f"nested deeper than {recursion[1]} levels"
+    elif detail.startswith("mismatched input '<EOF>'"):
         detail = "unexpected end of expression"
     else:
         detail = _EXPECTING.sub("", detail)
@@ -236,9 +266,10 @@ def _evaluation_message(exc: BaseException) -> str:
     return f"evaluation failed: {text or type(exc).__name__}"
 
 
-def _check_facts(facts: Mapping[str, object]) -> None:
-    """Refuse facts CEL should not see: too deep, too big, or of types it has no name for."""
-    size = 0
+def _check_facts(facts: Mapping[str, object]) -> int:
+    """Refuse facts CEL should not see: too deep, too big, or of types it has no name for.
+    Returns the length of their longest list or map (what a macro may iterate over)."""
+    size = longest = 0
     stack: list[tuple[str, object, int]] = [(name, value, 1) for name, value in facts.items()]
     while stack:
         path, value, depth = stack.pop()
@@ -258,9 +289,11 @@ def _check_facts(facts: Mapping[str, object]) -> None:
             size += len(value) + 2
         elif isinstance(value, list | tuple):
             size += 2 + len(value)
+            longest = max(longest, len(value))
             stack.extend((f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value))
         elif isinstance(value, Mapping):
             size += 2
+            longest = max(longest, len(value))
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise ExpressionError(f"fact {path} has a non-string key {key!r}")
@@ -273,6 +306,7 @@ def _check_facts(facts: Mapping[str, object]) -> None:
             )
         if size > MAX_FACTS_BYTES:
             raise ExpressionError(f"facts are larger than {MAX_FACTS_BYTES} bytes as JSON")
+    return longest
 
 
 def _to_plain(value: object) -> object:

@@ -70,6 +70,9 @@ def run_lint(args: argparse.Namespace) -> int:
     from oncall.checklist.matching import matching_runbooks, overlaps
 
     problems += overlaps(matching_runbooks(files))  # runbooks matched by labels
+    from oncall.checklist.lint_budgets import budget_problems
+
+    problems += [p for file in files for p in budget_problems(file)]  # what would run long
     for problem in [*problems, *warnings]:
         print(problem)
     count = len(problems)

@@ -4,9 +4,9 @@ A `Selection` is what the board's `/` filter, `oncall alerts --match` and the se
 `alerts.from_prometheus` accept: zero or more matchers, optionally in braces and separated by
 commas (`{severity="page", team=~"infer.*"}`), and free words matched as text. Matchers use
 Prometheus' four operators; regular expressions are anchored at both ends, as in Prometheus
-(`=~"infer.*"` matches `inference`, not `my-inference`). Python's `re` stands in for Go's RE2:
-the two agree on the syntax rule files use (classes, alternation, repetition); RE2 refuses
-back-references, which `re` would accept. A label that is absent has the value "", as in
+(`=~"infer.*"` matches `inference`, not `my-inference`), with RE2 as in Prometheus
+(`oncall.model.linear_regex`: linear in the label value, which a backend sent; back-references
+and look-around refused, as Prometheus refuses them). A label that is absent has the value "", as in
 Prometheus (`team!="x"` matches a rule without `team`).
 """
 
@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from oncall.model.alerts import RuleStatus
+from oncall.model.linear_regex import LinearPattern, RegexError, compile_linear
 
 _MATCHER = re.compile(
     r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*,?"""
@@ -38,7 +39,7 @@ class Matcher:
     name: str
     op: str
     value: str
-    pattern: re.Pattern[str] | None = field(default=None, compare=False)
+    pattern: LinearPattern | None = field(default=None, compare=False)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         have = labels.get(self.name, "")
@@ -58,8 +59,8 @@ class Matcher:
 def matcher(name: str, op: str, value: str) -> Matcher:
     if op in ("=~", "!~"):
         try:
-            return Matcher(name, op, value, re.compile(value))
-        except re.error as exc:
+            return Matcher(name, op, value, compile_linear(value))
+        except RegexError as exc:
             raise MatcherError(f"invalid regular expression {value!r} for {name}: {exc}") from exc
     return Matcher(name, op, value)
 

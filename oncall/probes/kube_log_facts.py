@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from oncall.backends.kube import Obj
+from oncall.model.linear_regex import LinearPattern
 from oncall.probes.kube_facts import EPOCH, parse_time
 from oncall.redaction import redact_log
 
@@ -52,7 +53,7 @@ def log_lines(text: str, tail_lines: int) -> list[str]:
     return out
 
 
-def last_match(lines: list[str], pattern: re.Pattern[str] | None) -> tuple[str | None, int]:
+def last_match(lines: list[str], pattern: LinearPattern | None) -> tuple[str | None, int]:
     """(the last line matching pattern, how many lines match); (None, 0) without a pattern."""
     if pattern is None:
         return None, 0

@@ -11,11 +11,10 @@ secrets before it becomes a fact (`oncall.probes.kube_log_facts`). A checklist d
 
 from __future__ import annotations
 
-import re
-
 from pydantic import Field, field_validator
 
 from oncall.backends.kube import BACKEND, KubeReader, Obj
+from oncall.model.linear_regex import RegexError, compile_linear
 from oncall.probes import kube_log_facts as logs
 from oncall.probes.base import Facts, Probe
 from oncall.probes.context import ProbeContext
@@ -29,16 +28,18 @@ class LogsParams(NamespacedParams):
     previous: bool = Field(True, description="The last terminated instance (kubectl -p).")
     tail_lines: int = Field(200, ge=1, le=2000, description="Last N lines (kubectl --tail).")
     limit_bytes: int = Field(262_144, ge=1024, le=4_194_304, description="At most B bytes.")
-    pattern: str | None = Field(None, description="Regex; facts.match is its last line.")
+    pattern: str | None = Field(
+        None, description="Regex (RE2: linear time); facts.match is its last line."
+    )
 
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a regular expression: {exc}") from exc
+                compile_linear(value)  # RE2: a log a backend wrote cannot make it backtrack
+            except RegexError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
 
@@ -113,7 +114,7 @@ async def run_logs(ctx: ProbeContext, params: LogsParams) -> Facts:
     )
     lines = logs.log_lines(text, params.tail_lines)
     size = len(text.encode("utf-8", errors="replace"))
-    pattern = re.compile(params.pattern) if params.pattern else None
+    pattern = compile_linear(params.pattern) if params.pattern else None
     match, count = logs.last_match(lines, pattern)
     facts.update(
         found=True,

@@ -18,13 +18,14 @@ import contextlib
 import functools
 import gc
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.filter import LineFilter
 from textual.screen import Screen
 
 from oncall.model.alerts import split_key
@@ -49,6 +50,7 @@ from oncall.tui.messages import (
     RerunChecklist,
 )
 from oncall.tui.state import AUTO_RUN_STATES, AlertBook
+from oncall.tui.terminal_safe import TerminalSafe
 from oncall.tui.workers import alerts_loop, checklist_run, histories
 
 if TYPE_CHECKING:
@@ -134,6 +136,12 @@ class OncallApp(ScreenActions):
         self.collector = CollectorPacing()
         #: The incident screen's charts (tests hand in fakes); None: each screen opens its own.
         self.chart_source: ChartSource | None = None
+        self._terminal_safe = TerminalSafe()
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        # The one terminal-safety rule: every line drawn, whatever widget drew it and whatever
+        # backend gave its text, loses its control characters here (oncall.tui.terminal_safe).
+        return [*super().get_line_filters(), self._terminal_safe]
 
     def get_default_screen(self) -> Screen[None]:
         return self.board

@@ -27,11 +27,13 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker
 
 from oncall.errors import OncallError
+from oncall.redaction import json_terminal_safe
 from oncall.service.audit_view import AuditPage, AuditSource, ChainStatus, parse_query
 from oncall.settings import Settings
 from oncall.tui.audit_render import COLUMNS, chain_text, record_cells, status_text
 from oncall.tui.banner import banners
 from oncall.tui.tables import cursor_key, leave_filter, new_table
+from oncall.tui.terminal_safe import safe_text
 from oncall.tui.workers import describe
 
 T = TypeVar("T")
@@ -212,7 +214,9 @@ class AuditScreen(Screen[None]):
             body = "this record is no longer in the log (press r to read it again)"
         else:
             body = message.text
-        self.query_one("#audit-details", Static).update(body)
+        # The record's JSON with its C1 controls as JSON escapes, as `oncall audit show`
+        # prints it (the same JSON); anything else a terminal acts on as "?".
+        self.query_one("#audit-details", Static).update(safe_text(json_terminal_safe(body)))
 
     # -- rendering --------------------------------------------------------------------------
 

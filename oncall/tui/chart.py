@@ -24,6 +24,7 @@ from textual.widget import Widget
 
 from oncall.model.chart import ChartData, Row, render
 from oncall.tui.paint import theme_colour
+from oncall.tui.terminal_safe import safe_text
 
 #: Theme variable of each kind of cell; the shading of a state is a background.
 KIND_COLOUR = {
@@ -114,10 +115,14 @@ class ChartView(Widget):
         lines: list[Strip] = []
         if self.data is not None:
             for row in chart_rows(self.data, width, self.rows, compact):
-                segments = [Segment(text, styles.get(kind or "", styles[""])) for text, kind in row]
+                # The title is the alert's name, a marker an audit record's words: text only.
+                segments = [
+                    Segment(safe_text(text), styles.get(kind or "", styles[""]))
+                    for text, kind in row
+                ]
                 lines.append(Strip(segments).adjust_cell_length(width, styles[""]))
         if self.note or self.data is None:
-            note = Strip([Segment(self.note, styles.get("axis", styles[""]))])
+            note = Strip([Segment(safe_text(self.note), styles.get("axis", styles[""]))])
             lines.append(note.adjust_cell_length(width, styles[""]))
         self._cache = (key, lines)
         return lines

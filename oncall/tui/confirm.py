@@ -28,6 +28,7 @@ from textual.widgets import Button, Input, Static
 
 from oncall.model.write_path import GuardVerdict, Preview, RemediationResult
 from oncall.tui.paint import styled
+from oncall.tui.terminal_safe import safe_text
 
 Phase = Literal["asking", "running", "done"]
 
@@ -178,7 +179,7 @@ class ConfirmScreen(ModalScreen[None]):
         box.border_title = f"Confirm: {plan.action}" + (" — DANGEROUS" if plan.dangerous else "")
         with box:
             with VerticalScroll(id="confirm-body"):
-                yield Static(self.preview_text(), id="confirm-preview", markup=False)
+                yield Static(safe_text(self.preview_text()), id="confirm-preview", markup=False)
                 yield Static(self.request_text(), id="confirm-request", markup=False)
                 yield Static(id="confirm-progress", markup=False)
             yield Static(self.prompt_text(), id="confirm-prompt", markup=False)
@@ -278,7 +279,7 @@ class ConfirmScreen(ModalScreen[None]):
         elif not self.lines:
             text.append("  starting…")
         text.rstrip()
-        progress.update(text)
+        progress.update(safe_text(text))
         self.query_one("#confirm-body", VerticalScroll).scroll_end(animate=False)
 
     # -- answers ---------------------------------------------------------------------------

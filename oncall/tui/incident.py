@@ -49,6 +49,7 @@ from oncall.tui.messages import RerunChecklist
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook, ChecklistRun, StepView
 from oncall.tui.tables import cursor_key, new_table
+from oncall.tui.terminal_safe import safe_text
 
 COLUMNS = (("status", "Status"), ("step", "Step"), ("time", "Time"), ("summary", "Summary"))
 
@@ -133,8 +134,8 @@ class IncidentScreen(Screen[None]):
         if not self._composed:
             return
         now = self.clock()
-        self.query_one("#incident-title", Static).update(self.title_text())
-        self.query_one("#incident-meta", Static).update(self.meta_text(now))
+        self.query_one("#incident-title", Static).update(safe_text(self.title_text()))
+        self.query_one("#incident-meta", Static).update(safe_text(self.meta_text(now)))
         self.query_one(InstancesPanel).show_status(self.book.statuses.get(self.alert), now)
         run = self.run
         steps = run.steps() if run is not None else []
@@ -158,7 +159,7 @@ class IncidentScreen(Screen[None]):
             )
         self._keys, self._cells = keys, dict(rows)
         self.show_evidence()
-        self.query_one("#proposals", Static).update(self.proposals_text())
+        self.query_one("#proposals", Static).update(safe_text(self.proposals_text()))
         self.chart.load()  # the first state may have arrived: asks only once per window
 
     def cells(self, view: StepView, now: float) -> tuple[Cell, ...]:
@@ -211,7 +212,7 @@ class IncidentScreen(Screen[None]):
         return cursor_key(self.query_one("#steps", DataTable))
 
     def show_evidence(self) -> None:
-        self.query_one("#evidence", Static).update(self.evidence_text())
+        self.query_one("#evidence", Static).update(safe_text(self.evidence_text()))
         run, step = self.run, self.selected_step()
         if self.chart.evidence is not None:
             self.chart.evidence.show_step(run.results.get(step) if run and step else None)

@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from oncall.model.alerts import AlertInstance, RuleStatus
 from oncall.tui.format import STATE_SYMBOL, duration
+from oncall.tui.terminal_safe import safe_text
 
 SHOWN = 3
 _ORDER = {"firing": 0, "pending": 1}
@@ -68,4 +69,4 @@ class InstancesPanel(Static):
     def show_status(self, status: RuleStatus | None, now: float) -> None:
         lines = instance_lines(status, now)
         self.display = bool(lines)
-        self.update(Text("\n".join(lines), end=""))
+        self.update(Text(safe_text("\n".join(lines)), end=""))
