@@ -61,12 +61,18 @@ def last_match(lines: list[str], pattern: LinearPattern | None) -> tuple[str | N
     return (found[-1] if found else None), len(found)
 
 
-def last_error_line(lines: list[str]) -> str | None:
-    """The last exception line, else the last line logged at ERROR/CRITICAL/FATAL."""
-    for pattern in (_EXCEPTION, _ERROR_LEVEL):
-        for line in reversed(lines):
-            if pattern.search(line):
-                return line
+def last_error_line(lines: list[str], skip: LinearPattern | None = None) -> str | None:
+    """The last exception line, else the last line logged at ERROR/CRITICAL/FATAL.
+
+    Lines matching `skip` are consequences, not causes (vLLM prints one `EngineDeadError`
+    traceback per request in flight after its engine died): the last error line among the
+    others, and only when every error line is skipped, the last skipped one."""
+    kept = [line for line in lines if skip is None or not skip.search(line)]
+    for candidates in (kept, lines):
+        for pattern in (_EXCEPTION, _ERROR_LEVEL):
+            for line in reversed(candidates):
+                if pattern.search(line):
+                    return line
     return None
 
 

@@ -135,10 +135,12 @@ async def amain(args: argparse.Namespace) -> int:
     sim = _cluster(args, hook)
 
     def restart_exited(namespace: str, pod: str, code: int) -> None:
-        # A process that exits by itself is reason Error with its status; killed by a signal,
-        # the runtime reports 128 + the signal's number, as for any container.
+        # A process that exits by itself is reason Completed with status 0 (how vLLM ends after
+        # an engine death once started, vllm issue #48966), Error with any other status; killed
+        # by a signal, the runtime reports 128 + the signal's number, as for any container.
         exit_code = 128 - code if code < 0 else code
-        sim.container_exited(namespace, pod, "vllm", reason="Error", exit_code=exit_code)
+        reason = "Completed" if exit_code == 0 else "Error"
+        sim.container_exited(namespace, pod, "vllm", reason=reason, exit_code=exit_code)
 
     hook.on_exit = restart_exited
     write_file_sd(args.file_sd, [])
