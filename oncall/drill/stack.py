@@ -343,6 +343,8 @@ CLEAR_STEPS = [
     Step(kind="http", component="gpu-exporter", path="/drill/fault", json={"fault": "none"}),
     Step(kind="vllm_fault", fault="none"),
     Step(kind="node_condition", condition="MemoryPressure", status=False),
+    # The drill's own replica count (`pending` scales past the node's GPUs).
+    Step(kind="http", component="cluster-api", path="/drill/scale", json={"replicas": None}),
 ]
 
 

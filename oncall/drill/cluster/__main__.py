@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from oncall.drill.cluster.faults import pod_fault_route
+from oncall.drill.cluster.faults import pod_fault_route, scale_route
 from oncall.drill.cluster.ksm import metrics_app
 from oncall.drill.cluster.pods import VllmPodHook
 from oncall.drill.cluster.service import ServiceProxy, file_sd_targets, write_file_sd
@@ -148,7 +148,10 @@ async def amain(args: argparse.Namespace) -> int:
     certificate = make_certificate(args.kubeconfig.parent / "tls") if args.api_tls_port else None
     if args.api_tls_port and certificate is not None:
         tls = (args.api_tls_port, server_context(*certificate))
-    routes = [pod_fault_route(sim, NAMESPACE, SELECTOR)]
+    routes = [
+        pod_fault_route(sim, NAMESPACE, SELECTOR),
+        scale_route(sim, NAMESPACE, "vllm", args.replicas),
+    ]
     runners = [await serve(sim, args.api_port, tls=tls, routes=routes)]
     runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
     ksm = metrics_app(sim, NAMESPACE, selector=SELECTOR if args.fleet else "", fleet=args.fleet)
