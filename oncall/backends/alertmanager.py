@@ -137,7 +137,7 @@ def muted_alerts(groups: Iterable[list[tuple[str, tuple[str, ...]]]]) -> dict[st
         for fingerprint, by in group:
             if not by:
                 notified.add(fingerprint)
-            elif by not in muted.get(fingerprint, ()):
+            else:
                 muted[fingerprint] = tuple(dict.fromkeys((*muted.get(fingerprint, ()), *by)))
     return {fp: by for fp, by in muted.items() if fp not in notified}
 

@@ -112,5 +112,9 @@ def test_which_versions_report_muting(version: str, reports: bool) -> None:
 
 
 def test_muted_only_when_every_group_mutes_it() -> None:
-    groups = [[("a", ("nights",)), ("b", ("nights",))], [("b", ())], [("a", ("weekends",))]]
+    groups: list[list[tuple[str, tuple[str, ...]]]] = [
+        [("a", ("nights",)), ("b", ("nights",))],
+        [("b", ())],
+        [("a", ("weekends",)), ("a", ("nights",))],
+    ]
     assert muted_alerts(groups) == {"a": ("nights", "weekends")}
