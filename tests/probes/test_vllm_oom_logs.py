@@ -30,6 +30,12 @@ RUNBOOK = yaml.safe_load((ROOT / "runbooks" / "LLMOutOfMemory.yaml").read_text()
 VARS: dict[str, str] = RUNBOOK["vars"]
 STEPS = {step["id"]: step for step in RUNBOOK["steps"]}
 TAIL = int(STEPS["gpu_oom"]["params"]["tail_lines"])
+#: The one pattern every log step reads with (one probe call); each step asks which it matched.
+BOTH = (
+    STEPS["gpu_oom"]["params"]["pattern"]
+    .replace("{{ vars.cuda_oom }}", VARS["cuda_oom"])
+    .replace("{{ vars.startup_guard }}", VARS["startup_guard"])
+)
 
 
 @pytest.fixture
@@ -91,6 +97,9 @@ async def test_an_oom_while_serving_exits_0_and_is_found_under_64_engine_dead_tr
     assert "torch.OutOfMemoryError" in facts["last_error_line"]
     guard = await read(settings, name, VARS["startup_guard"])
     assert guard["match"] is None
+    both = await read(settings, name, BOTH)
+    assert re.search(VARS["cuda_oom"], both["match"])
+    assert not re.search(VARS["startup_guard"], both["match"])
     # The same death without the re-print (older releases; the re-print can come first): the
     # OOM line is 1,000 lines from the end, past a 200-line tail but inside the runbook's.
     text = MANY_DEAD.decode()
@@ -119,6 +128,9 @@ async def test_the_start_up_memory_guard_is_its_own_verdict(
         "Free memory on device (61.2/79.19 GiB) on startup is less than desired" in (guard["match"])
     )
     assert (await read(settings, name, VARS["cuda_oom"]))["match"] is None
+    both = await read(settings, name, BOTH)
+    assert both["match"] == guard["match"]
+    assert not re.search(VARS["cuda_oom"], both["match"])
 
 
 @pytest.mark.parametrize(
