@@ -61,7 +61,10 @@ async def checklist(settings: Settings, runbook: str, labels: dict[str, str]) ->
     async for event in stream_checklist(settings, compiled, alert):
         if isinstance(event, StepResult):
             results[event.id] = event
-    return {k: {"status": r.status, "summary": r.summary} for k, r in results.items()}
+    return {
+        k: {"status": r.status, "summary": r.summary, "proposals": r.proposals}
+        for k, r in results.items()
+    }
 
 
 def _pending(sim: KubeSim, server: SimulatorThread) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from oncall.probes.context import ProbeContext
 from oncall.probes.kube_logs import PROBES
 from oncall.settings.model import KubernetesSettings, Settings
 from tests.drill.kube.conftest import PrintingHook, wait_until
+from tests.probes.test_kube_causes import checklist
 
 NS = "ai"
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,3 +162,36 @@ def test_cuda_oom_signatures(line: str) -> None:
 def test_start_up_guards_are_not_cuda_ooms(line: str) -> None:
     assert re.search(VARS["startup_guard"], line)
     assert not re.search(VARS["cuda_oom"], line)
+
+
+#: (pod index, what its first container printed, how it ended, exit code, the failing verdict)
+DEATHS = {
+    "oom-while-serving": (0, MANY_DEAD, "Completed", 0, "gpu_oom"),
+    "start-up-guard": (1, GUARD, "Error", 1, "startup_memory"),
+}
+
+
+@pytest.mark.parametrize("death", sorted(DEATHS))
+async def test_the_checklist_run_live_gives_one_verdict(
+    cluster: tuple[KubeSim, SimulatorThread, Settings, PrintingHook], death: str
+) -> None:
+    """LLMOutOfMemory with the real probes: its log steps share one read and each asks which
+    signature matched (CEL's RE2 `matches` over the line kube.logs kept)."""
+    index, log, reason, code, failing = DEATHS[death]
+    name = died_after(cluster, index, log, reason, code)
+    labels = {"namespace": NS, "pod": name, "container": "vllm"}
+    steps = await checklist(cluster[2], "LLMOutOfMemory.yaml", labels)
+    verdicts = {
+        k: steps[k]["status"] for k in ("gpu_oom", "startup_memory", "host_oom", "other_crash")
+    }
+    assert {k for k, v in verdicts.items() if v == "fail"} == {failing}, verdicts
+    assert set(verdicts.values()) == {"ok", "fail"}
+    if failing == "gpu_oom":
+        assert "GPU out of memory: (EngineCore pid=274)" in steps["gpu_oom"]["summary"]
+        assert "torch.OutOfMemoryError: CUDA out of memory" in steps["gpu_oom"]["summary"]
+    else:
+        assert (
+            "lower --gpu-memory-utilization or find the other process on the GPU"
+            in (steps["startup_memory"]["summary"])
+        )
+        assert steps["gpu_oom"]["proposals"] == ()  # --max-num-seqs would not help
