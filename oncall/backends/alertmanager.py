@@ -9,11 +9,19 @@ login page, or JSON of another shape). Shapes: prometheus/alertmanager `api/v2/o
 
 `request` is the one exchange, also for the write side (POST /api/v2/silences, DELETE
 /api/v2/silence/{id}), which lives with the actions.
+
+Time-interval muting (Alertmanager >= 0.28, `mute_time_intervals`/`active_time_intervals`) is
+not on `/api/v2/alerts`: there a muted alert reads "active". Only `/api/v2/alerts/groups` says
+it, per route (`status.mutedBy`: the intervals' names, state "suppressed"), so while any alert
+reads active the groups are read too, and an alert muted on every route that holds it is
+returned muted (`fixtures/alertmanager/alert_groups_v2_muted.json`). Older Alertmanagers (the
+version `/api/v2/status` gives, asked once) have no mutedBy: one request per read, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -24,12 +32,25 @@ import httpx
 from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, status_reason
 from oncall.backends.json_slices import array_items
+from oncall.errors import BackendError
 from oncall.model.alertmanager import AmAlert, AmStateName, Silence, SilenceMatcher
 
 BACKEND = "alertmanager"
 T = TypeVar("T")
 _AM_STATES: frozenset[str] = frozenset({"unprocessed", "active", "suppressed"})
 _SILENCE_STATES: frozenset[str] = frozenset({"expired", "active", "pending"})
+#: The first release whose alert groups carry `mutedBy` (time-interval muting).
+MUTED_BY_SINCE = (0, 28)
+
+
+def reports_muting(version: object) -> bool:
+    """Whether an Alertmanager of this `versionInfo.version` ("0.28.1", "v0.27.0") reports
+    time-interval muting; an unreadable version (a fork, a proxy) is taken to."""
+    numbers = str(version).lstrip("v").split("-")[0].split(".")[:2]
+    try:
+        return tuple(int(n) for n in numbers) >= MUTED_BY_SINCE
+    except ValueError:
+        return True
 
 
 def parse_time(raw: object) -> float | None:
@@ -99,6 +120,28 @@ def parse_alert(raw: Any, previous: Mapping[str, AmAlert] | None = None) -> AmAl
     )
 
 
+def group_mutes(raw: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """(fingerprint, mutedBy) of each alert of one `alertGroup`; () before Alertmanager 0.28."""
+    return [
+        (str(alert["fingerprint"]), _ids((alert.get("status") or {}).get("mutedBy"), "mutedBy"))
+        for alert in raw["alerts"]
+    ]
+
+
+def muted_alerts(groups: Iterable[list[tuple[str, tuple[str, ...]]]]) -> dict[str, tuple[str, ...]]:
+    """Fingerprint -> the time intervals muting it, for alerts muted in every group that holds
+    them: a route that still notifies (another receiver, `continue: true`) means not muted."""
+    muted: dict[str, tuple[str, ...]] = {}
+    notified: set[str] = set()
+    for group in groups:
+        for fingerprint, by in group:
+            if not by:
+                notified.add(fingerprint)
+            else:
+                muted[fingerprint] = tuple(dict.fromkeys((*muted.get(fingerprint, ()), *by)))
+    return {fp: by for fp, by in muted.items() if fp not in notified}
+
+
 def parse_silence(raw: Any) -> Silence:
     """One `gettableSilence`; ValueError/KeyError/TypeError when it is not one."""
     state = raw["status"]["state"]
@@ -142,6 +185,7 @@ class AlertmanagerClient(HttpBackend):
         super().__init__(url, timeout=timeout, headers=headers, transport=transport)
         self.requests = 0  # how many API requests this client made (benchmarks count them)
         self._alerts_seen: dict[str, AmAlert] = {}  # the last read's, by fingerprint
+        self._muting: bool | None = None  # whether it reports time-interval muting (asked once)
 
     async def request(
         self,
@@ -174,7 +218,25 @@ class AlertmanagerClient(HttpBackend):
 
         alerts = await self._list("/api/v2/alerts", parse, "alert", params)
         self._alerts_seen = fresh
-        return alerts
+        if not any(a.state == "active" for a in alerts) or not await self._reports_muting():
+            return alerts  # nothing a time interval could be muting, or no way to tell
+        groups = await self._list("/api/v2/alerts/groups", group_mutes, "alert group", params)
+        muted = muted_alerts(groups)
+        return [
+            dataclasses.replace(a, state="suppressed", muted_by=muted[a.fingerprint])
+            if a.fingerprint in muted and a.state == "active"
+            else a
+            for a in alerts
+        ]
+
+    async def _reports_muting(self) -> bool:
+        if self._muting is None:
+            try:
+                status = await self.request("GET", "/api/v2/status")
+                self._muting = reports_muting(status["versionInfo"]["version"])
+            except (BackendError, KeyError, TypeError):
+                self._muting = False  # no status to tell by: not a second request per read
+        return self._muting
 
     async def silences(self) -> list[Silence]:
         """Every silence it keeps, expired ones included (`GET /api/v2/silences`)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from oncall.backends.alertmanager import AlertmanagerClient
+    from oncall.backends.alertmanager_write import AlertmanagerWriter
     from oncall.backends.gpu import NvmlClient
     from oncall.backends.prometheus import PrometheusClient
     from oncall.backends.redis import RedisClient
@@ -48,6 +49,16 @@ def alertmanager_client(settings: AlertmanagerSettings) -> AlertmanagerClient | 
 
     token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
     return AlertmanagerClient(settings.url, timeout=settings.timeout, bearer_token=token)
+
+
+def alertmanager_writer(settings: AlertmanagerSettings) -> AlertmanagerWriter | None:
+    """The same client plus silences' writes (remediations only); None without a URL."""
+    if settings.url is None:
+        return None
+    from oncall.backends.alertmanager_write import AlertmanagerWriter
+
+    token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
+    return AlertmanagerWriter(settings.url, timeout=settings.timeout, bearer_token=token)
 
 
 def redis_client(settings: RedisSettings) -> RedisClient:

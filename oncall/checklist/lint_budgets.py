@@ -31,7 +31,7 @@ from oncall.settings.yaml_marks import KeyPath, load_marked_yaml
 #: A template that is one `vars` name: `{{ vars.cuda_oom }}`.
 _ONE_VAR = re.compile(r"\{\{\s*vars\.([A-Za-z_]\w*)\s*\}\}")
 #: Probe parameters that are regular expressions, by probe.
-REGEX_PARAMS = {"kube.logs": ("pattern",)}
+REGEX_PARAMS = {"kube.logs": ("pattern", "skip")}
 
 
 def budget_problems(path: Path) -> list[Problem]:

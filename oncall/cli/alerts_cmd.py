@@ -121,7 +121,7 @@ def routing_json(r: InstanceRouting | None) -> dict[str, Any] | None:
     inhibitors = [{"fingerprint": i.fingerprint, "labels": i.labels} for i in r.inhibited_by]
     return {
         "state": r.state, "silenced_by": silences, "inhibited_by": inhibitors,
-        "reason": r.reason, "error": r.error,
+        "muted_by": list(r.muted_by), "reason": r.reason, "error": r.error,
     }  # fmt: skip
 
 
@@ -131,7 +131,8 @@ def rule_routing_json(r: RuleRouting | None) -> dict[str, Any] | None:
         return None
     ack = None if r.ack is None else {"by": r.ack.by, "at": r.ack.at, "note": r.ack.note}
     return {
-        "active": r.active, "silenced": r.silenced, "inhibited": r.inhibited, "other": r.other,
+        "active": r.active, "silenced": r.silenced, "inhibited": r.inhibited, "muted": r.muted,
+        "other": r.other,
         "unknown": r.unknown, "reason": r.reason, "error": r.error, "ack": ack,
         "ack_error": r.ack_error,
     }  # fmt: skip

@@ -35,6 +35,8 @@ from oncall.drill.supervisor import (
 DEFAULT_RULES = Path("alerts")  # the alert packs, when run from a checkout
 LOAD_SECONDS = 3600.0  # the load generator's hard cap; `drill up` again for more
 BASE_RATE = 4.0
+#: A vLLM container's last termination reasons that mean it died (not a rollout's clean stop).
+DEATH_REASONS = ("OOMKilled", "Error", "Completed")
 
 
 @dataclass(frozen=True)
@@ -341,6 +343,8 @@ CLEAR_STEPS = [
     Step(kind="http", component="gpu-exporter", path="/drill/fault", json={"fault": "none"}),
     Step(kind="vllm_fault", fault="none"),
     Step(kind="node_condition", condition="MemoryPressure", status=False),
+    # The drill's own replica count (`pending` scales past the node's GPUs).
+    Step(kind="http", component="cluster-api", path="/drill/scale", json={"replicas": None}),
 ]
 
 
@@ -354,7 +358,8 @@ def _operator_token(state: DrillState) -> str:
 
 def _rebuild_oom_killed(state: DrillState, ports: Ports) -> list[str]:
     """Delete (through the Kubernetes API, as an operator would) every vLLM pod whose container
-    died (OOMKilled, or Error as a GPU OOM ends), so the alert's series go with it."""
+    died (OOMKilled; Completed as a vLLM engine death after start-up ends, Error before), so the
+    alert's series go with it."""
     headers = {"Authorization": f"Bearer {_operator_token(state)}"}
     base = f"{ports.url('cluster_api')}/api/v1/namespaces/ai/pods"
     code, body = c.http_request("GET", f"{base}?labelSelector=app%3Dvllm", headers=headers)
@@ -364,7 +369,7 @@ def _rebuild_oom_killed(state: DrillState, ports: Ports) -> list[str]:
     for pod in json.loads(body)["items"]:
         statuses = pod.get("status", {}).get("containerStatuses") or []
         if any(
-            (s.get("lastState") or {}).get("terminated", {}).get("reason") in ("OOMKilled", "Error")
+            (s.get("lastState") or {}).get("terminated", {}).get("reason") in DEATH_REASONS
             for s in statuses
         ):
             name = pod["metadata"]["name"]

@@ -21,7 +21,9 @@ AmStateName = Literal["unprocessed", "active", "suppressed"]
 #: `status.state` of a silence (openapi.yaml `silenceStatus`).
 SilenceStateName = Literal["expired", "active", "pending"]
 #: What a screen says of one firing instance.
-RoutingState = Literal["active", "silenced", "inhibited", "unprocessed", "missing", "unknown"]
+RoutingState = Literal[
+    "active", "silenced", "inhibited", "muted", "unprocessed", "missing", "unknown"
+]
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,8 @@ class AmAlert:
     """One alert as Alertmanager holds it (`gettableAlert`).
 
     `inhibited_by` holds the fingerprints of the inhibiting alerts (themselves alerts of the
-    same payload); `silenced_by` the ids of the silences muting it. Its times are not kept:
+    same payload); `silenced_by` the ids of the silences muting it; `muted_by` the names of
+    the time intervals muting it on every route (Alertmanager >= 0.28). Its times are not kept:
     Prometheus' own say when it fired, and parsing 10,000 timestamps a refresh is the largest
     cost of reading 5,000 alerts (scripts/bench/alertmanager_refresh.py).
     """
@@ -78,6 +81,7 @@ class AmAlert:
     state: AmStateName
     silenced_by: tuple[str, ...] = ()
     inhibited_by: tuple[str, ...] = ()
+    muted_by: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -126,6 +130,8 @@ class InstanceRouting:
     silenced_by: tuple[str, ...] = ()
     silences: tuple[Silence, ...] = ()
     inhibited_by: tuple[Inhibitor, ...] = ()
+    #: The time intervals muting it (`mute_time_intervals`, outside `active_time_intervals`).
+    muted_by: tuple[str, ...] = ()
     reason: FailureReason | None = None
     error: str | None = None
 
@@ -137,6 +143,8 @@ class InstanceRouting:
             return "silenced " + "; ".join(silence_text(s, now) for s in self.silences)
         if self.state == "inhibited":
             return "inhibited by " + ", ".join(i.text() for i in self.inhibited_by)
+        if self.state == "muted":
+            return "muted by time interval " + ", ".join(self.muted_by)
         if self.state == "unknown":
             return f"unknown: {self.error or self.reason or 'no answer'}"
         if self.state == "missing":
@@ -178,6 +186,7 @@ class RuleRouting:
     active: int = 0
     silenced: int = 0
     inhibited: int = 0
+    muted: int = 0  # by a time interval (Alertmanager >= 0.28)
     other: int = 0  # unprocessed or not (yet) in Alertmanager
     unknown: int = 0
     reason: FailureReason | None = None
@@ -188,7 +197,7 @@ class RuleRouting:
 
     @property
     def total(self) -> int:
-        return self.active + self.silenced + self.inhibited + self.other + self.unknown
+        return self.active + self.silenced + self.inhibited + self.muted + self.other + self.unknown
 
     def text(self) -> str:
         """The board's cell: '2 silenced, 1 active', 'unknown: timeout', '' when none fire."""
@@ -199,6 +208,7 @@ class RuleRouting:
             for name, count in (
                 ("silenced", self.silenced),
                 ("inhibited", self.inhibited),
+                ("muted", self.muted),
                 ("active", self.active),
                 ("not in AM", self.other),
             )
@@ -208,7 +218,7 @@ class RuleRouting:
 
     @staticmethod
     def of(routings: list[InstanceRouting]) -> RuleRouting:
-        counts = dict.fromkeys(("active", "silenced", "inhibited", "other", "unknown"), 0)
+        counts = dict.fromkeys(("active", "silenced", "inhibited", "muted", "other", "unknown"), 0)
         reason, error = None, None
         for routing in routings:
             key = routing.state if routing.state in counts else "other"
@@ -217,5 +227,6 @@ class RuleRouting:
                 reason, error = routing.reason, routing.error
         return RuleRouting(
             active=counts["active"], silenced=counts["silenced"], inhibited=counts["inhibited"],
-            other=counts["other"], unknown=counts["unknown"], reason=reason, error=error,
+            muted=counts["muted"], other=counts["other"], unknown=counts["unknown"], reason=reason,
+            error=error,
         )  # fmt: skip

@@ -245,7 +245,9 @@ async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:
     """Facts: `deployment`, `container`, `gpu_memory_utilization` (the fraction of each GPU
     vLLM pre-allocates: the container's `--gpu-memory-utilization`, else vLLM's default),
     `configured` (the value written in the spec, None when absent or not a number), `form`
-    ("flag", "shell", "default" or "unresolved": a `$(VAR)` or text vLLM would reject),
+    ("flag", "shell", "default", "unresolved": a `$(VAR)` or text vLLM would reject, or
+    "kv_cache_memory_bytes": that flag sizes the KV pool and the fraction decides nothing, so
+    `gpu_memory_utilization` is None), `kv_cache_memory_bytes` (bytes, None when unset),
     `default` (0.92), `problem` (why "unresolved", else None).
 
     A `container` naming no container of the Deployment is a "not found" error.
@@ -275,6 +277,7 @@ async def run_vllm_memory(ctx: ProbeContext, params: VllmMemoryParams) -> Facts:
         "gpu_memory_utilization": parsed.effective,
         "configured": parsed.value,
         "form": parsed.form,
+        "kv_cache_memory_bytes": parsed.kv_cache_memory_bytes,
         "default": DEFAULT_GPU_MEMORY_UTILIZATION,
         "problem": parsed.problem,
     }

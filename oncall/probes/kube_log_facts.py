@@ -29,6 +29,9 @@ MAX_LINE_CHARS = 600
 _EXCEPTION = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b:|\bpanic:")
 #: Otherwise, a line a logger marked as an error.
 _ERROR_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+#: Otherwise, a command-line tool's complaint: argparse's `prog: error: unrecognized arguments`,
+#: cobra's `Error: unknown flag`, `fatal: …`.
+_ERROR_WORD = re.compile(r"(?i)\b(?:error|fatal)\b:")
 _QUANTITY = re.compile(r"^([0-9.]+)([EPTGMK]i?|[munk]|e[0-9]+)?$")
 _FACTORS = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
@@ -61,12 +64,19 @@ def last_match(lines: list[str], pattern: LinearPattern | None) -> tuple[str | N
     return (found[-1] if found else None), len(found)
 
 
-def last_error_line(lines: list[str]) -> str | None:
-    """The last exception line, else the last line logged at ERROR/CRITICAL/FATAL."""
-    for pattern in (_EXCEPTION, _ERROR_LEVEL):
-        for line in reversed(lines):
-            if pattern.search(line):
-                return line
+def last_error_line(lines: list[str], skip: LinearPattern | None = None) -> str | None:
+    """The last exception line, else the last line logged at ERROR/CRITICAL/FATAL, else the
+    last `error:` line (a bad flag, as argparse and cobra print it).
+
+    Lines matching `skip` are consequences, not causes (vLLM prints one `EngineDeadError`
+    traceback per request in flight after its engine died): the last error line among the
+    others, and only when every error line is skipped, the last skipped one."""
+    kept = [line for line in lines if skip is None or not skip.search(line)]
+    for candidates in (kept, lines):
+        for pattern in (_EXCEPTION, _ERROR_LEVEL, _ERROR_WORD):
+            for line in reversed(candidates):
+                if pattern.search(line):
+                    return line
     return None
 
 

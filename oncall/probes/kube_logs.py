@@ -31,8 +31,12 @@ class LogsParams(NamespacedParams):
     pattern: str | None = Field(
         None, description="Regex (RE2: linear time); facts.match is its last line."
     )
+    skip: str | None = Field(
+        None,
+        description="Regex (RE2) of error lines that are consequences: last_error_line skips them.",
+    )
 
-    @field_validator("pattern")
+    @field_validator("pattern", "skip")
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
@@ -60,14 +64,16 @@ async def run_logs(ctx: ProbeContext, params: LogsParams) -> Facts:
 
     - `pod`, `container`, `previous`; `found` (a log was read), `reason` (why not: no such
       container, no terminated instance, no pod terminated; None when found).
-    - `terminated_reason` ("OOMKilled", "Error", …), `terminated_exit_code`, `terminated_at`:
+    - `terminated_reason` ("OOMKilled", "Error", "Completed": how vLLM ends after an engine
+      death once started, vllm issue #48966, …), `terminated_exit_code`, `terminated_at`:
       the termination of the instance whose log this is (None for a running one).
     - `memory_limit` (the container's limit as the spec writes it, "64Gi"; None: unlimited),
       `memory_limit_bytes`.
     - `lines` (the last `tail_lines`, secrets redacted, each at most 600 characters),
       `line_count`, `bytes` (received), `truncated` (limit_bytes reached).
     - `match` (the last line matching `pattern`; None), `match_count`; `last_error_line` (the
-      last exception line such as "torch.OutOfMemoryError: …", else the last ERROR line).
+      last exception line such as "torch.OutOfMemoryError: …", else the last ERROR line; lines
+      matching `skip` only when no other error line is left).
 
     Without `pod`, the pod of `selector` whose container terminated last is read. An unknown
     pod is a "not found" error; a pod without a previous instance is `found` false, and the
@@ -125,7 +131,9 @@ async def run_logs(ctx: ProbeContext, params: LogsParams) -> Facts:
         truncated=size >= params.limit_bytes,
         match=match,
         match_count=count,
-        last_error_line=logs.last_error_line(lines),
+        last_error_line=logs.last_error_line(
+            lines, compile_linear(params.skip) if params.skip else None
+        ),
     )
     return facts
 

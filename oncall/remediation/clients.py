@@ -1,14 +1,17 @@
 """The backend clients a remediation talks through, built from the settings in one place.
 
-`Clients.from_settings` is the only place the write path turns settings into clients; the
-actions and the executor ask `Clients` for them (made on first use, closed by `aclose`), so a
-unit test hands the executor a `Clients` holding fakes instead.
+`Clients.from_settings` is the only place the write path holds settings; the actions and the
+executor ask `Clients` for them (made on first use, closed by `aclose`), so a unit test hands
+the executor a `Clients` holding fakes instead. Every client other than Kubernetes' is made by
+`oncall.backends.from_settings`, as the read path's are: a setting (Prometheus' tenant
+`headers`, a token) reaches the write path's verification exactly as it reaches the board.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from oncall.backends import from_settings
 from oncall.backends.alertmanager_write import AlertmanagerWriter
 from oncall.backends.identity import KubeIdentity, kube_identity
 from oncall.backends.kube_write import KubeWriter
@@ -53,27 +56,23 @@ class Clients:
 
     def redis_client(self) -> RedisClient:
         if self.redis is None:
-            settings = self.settings.redis
-            password = settings.password.get_secret_value() if settings.password else None
-            self.redis = RedisClient(settings.url, timeout=settings.timeout, password=password)
+            self.redis = from_settings.redis_client(self.settings.redis)
         return self.redis
 
     def redis_writer(self) -> RedisWriter:
         return RedisWriter(self.redis_client())
 
     def prometheus(self) -> PrometheusClient:
-        """A new client, for `async with`: verification reads the service's own gauges."""
-        settings = self.settings.prometheus
-        token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
-        return PrometheusClient(settings.url, timeout=settings.timeout, bearer_token=token)
+        """A new client, for `async with`: verification reads the service's own gauges (with
+        `prometheus.headers`, e.g. a Mimir/Thanos tenant, as every reader does)."""
+        return from_settings.prometheus_client(self.settings.prometheus)
 
     def alertmanager_writer(self) -> AlertmanagerWriter:
         """A new client, for `async with`: silences are written through Alertmanager's API v2."""
-        settings = self.settings.alertmanager
-        if settings.url is None:
+        writer = from_settings.alertmanager_writer(self.settings.alertmanager)
+        if writer is None:
             raise UsageError("no Alertmanager is configured: set alertmanager.url")
-        token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
-        return AlertmanagerWriter(settings.url, timeout=settings.timeout, bearer_token=token)
+        return writer
 
     async def aclose(self) -> None:
         if self.kube is not None:

@@ -229,6 +229,8 @@ def _routings(
                 for fp in alert.inhibited_by
             )
             result[id(instance)] = InstanceRouting("inhibited", inhibited_by=inhibitors)
+        elif alert.muted_by:
+            result[id(instance)] = InstanceRouting("muted", muted_by=alert.muted_by)
         elif alert.state == "unprocessed":
             result[id(instance)] = InstanceRouting("unprocessed")
         else:

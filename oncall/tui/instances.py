@@ -49,7 +49,7 @@ def instance_lines(status: RuleStatus | None, now: float) -> list[str]:
         if routing is not None:
             parts.append(f"am {routing.state}")
         lines.append("  ".join(parts))
-        if routing is not None and routing.state in ("silenced", "inhibited", "unknown"):
+        if routing is not None and routing.state in ("silenced", "inhibited", "muted", "unknown"):
             lines.append(f"    {routing.text(now)}")
         summary = instance.annotations.get("summary") or instance.annotations.get("description")
         if summary:

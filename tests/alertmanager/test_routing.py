@@ -64,7 +64,7 @@ def test_oncall_alerts_shows_silenced_and_inhibited_instances(
 
     p99 = alerts["AmP99High"]
     assert p99["state"] == "firing"
-    counts = {"active": 1, "silenced": 1, "inhibited": 0, "other": 0, "unknown": 0}
+    counts = {"active": 1, "silenced": 1, "inhibited": 0, "muted": 0, "other": 0, "unknown": 0}
     assert p99["alertmanager"] == {
         **counts, "reason": None, "error": None, "ack": None, "ack_error": None,
     }  # fmt: skip

@@ -46,6 +46,33 @@ def test_forms_vllm_accepts(
     assert parsed.problem is None
 
 
+@pytest.mark.parametrize(
+    ("args", "kv_bytes"),
+    [
+        (["--gpu-memory-utilization", "0.97", "--kv-cache-memory-bytes", "8589934592"], 8 * 2**30),
+        (["--kv-cache-memory-bytes=8G", "--gpu-memory-utilization=0.97"], 8 * 2**30),
+        (["--kv_cache_memory_bytes", "8g"], 8 * 10**9),
+        (["--kv-cache-memory", "25.6k"], 25600),  # an abbreviation; decimal k
+        (["--kv-cache-memory-bytes", "1K"], 1024),
+    ],
+)
+def test_kv_cache_memory_bytes_overrides_the_fraction(args: list[str], kv_bytes: int) -> None:
+    """vllm/config/cache.py: when set it sizes the KV pool, and the fraction decides nothing."""
+    parsed = parse_gpu_memory_utilization([], ["--model", "m", *args], [])
+    assert (parsed.form, parsed.effective, parsed.kv_cache_memory_bytes) == (
+        "kv_cache_memory_bytes", None, kv_bytes
+    )  # fmt: skip
+
+
+def test_a_kv_cache_size_vllm_would_reject_says_why() -> None:
+    parsed = parse_gpu_memory_utilization([], ["--kv-cache-memory-bytes", "lots"], [])
+    assert (parsed.form, parsed.effective) == ("unresolved", None)
+    assert parsed.problem == "--kv-cache-memory-bytes value 'lots' is not a size"
+    # `--kv-cache-dtype` shares the prefix: not the size flag.
+    dtype = parse_gpu_memory_utilization([], ["--kv-cache-dtype", "fp8"], [])
+    assert (dtype.form, dtype.effective) == ("default", 0.92)
+
+
 def test_unresolvable_values_say_why() -> None:
     secret_env = [{"name": "GMU", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]
     parsed = parse_gpu_memory_utilization([], ["--gpu-memory-utilization", "$(GMU)"], secret_env)
@@ -98,6 +125,7 @@ async def test_probe_reads_each_deployment(kubeconfig: Path) -> None:
         "gpu_memory_utilization": 0.92,
         "configured": None,
         "form": "default",
+        "kv_cache_memory_bytes": None,
         "default": 0.92,
         "problem": None,
     }

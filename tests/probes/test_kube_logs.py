@@ -1,6 +1,7 @@
 """The `kube.logs` probe through oncall's Kubernetes client against the simulator, over the
-recorded payloads of `fixtures/`: a previous container that died of a CUDA OOM (Error, exit 1),
-one OOM-killed (137), redaction of secrets, bounds, and the pod JSON readings."""
+recorded payloads of `fixtures/`: a previous container that died of a CUDA OOM while serving
+(Completed, exit 0: vllm issue #48966), one OOM-killed (137), redaction of secrets, bounds, and
+the pod JSON readings."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _die(sim: KubeSim, server: SimulatorThread, name: str, *, oom_killed: bool) 
     if oom_killed:
         server.call(lambda: sim.oom_kill(NS, name, "vllm"))
     else:
-        server.call(lambda: sim.container_exited(NS, name, "vllm", reason="Error", exit_code=1))
+        server.call(lambda: sim.container_exited(NS, name, "vllm", reason="Completed", exit_code=0))
     wait_until("the restart", lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2)
 
 
@@ -74,7 +75,7 @@ async def test_a_gpu_oom_in_the_previous_log(
     # No pod named: the one whose container terminated last.
     facts = await run(settings, selector="app=vllm", container="vllm", pattern=PATTERN)
     assert (facts["pod"], facts["container"], facts["found"]) == (names[1], "vllm", True)
-    assert (facts["terminated_reason"], facts["terminated_exit_code"]) == ("Error", 1)
+    assert (facts["terminated_reason"], facts["terminated_exit_code"]) == ("Completed", 0)
     assert (facts["memory_limit"], facts["memory_limit_bytes"]) == ("64Gi", 64 * 2**30)
     assert facts["match"] is not None
     assert (

@@ -33,6 +33,7 @@ from oncall.errors import BackendError
 from oncall.probes import kube
 from oncall.probes.base import Facts, Probe
 from oncall.probes.context import ProbeContext
+from oncall.probes.kube_facts import EPOCH, parse_time
 from oncall.probes.registry import all_probes
 from oncall.settings.model import KubernetesSettings, Settings
 from tests.drill.kube.conftest import wait_until
@@ -260,7 +261,9 @@ async def test_events_newest_first_and_limited(cluster: Cluster) -> None:
     facts = await run(cluster.settings(), "kube.events", kind="Pod", limit=5)
     assert facts["count"] == len(facts["events"]) == 5
     assert facts["total"] == everything["total"]
-    seen = [e["last_seen"] for e in facts["events"]]
+    # By time, not text: the scheduler's events carry microseconds (eventTime), the kubelet's
+    # whole seconds (lastTimestamp), as on a real cluster.
+    seen = [parse_time(e["last_seen"]) or EPOCH for e in facts["events"]]
     assert seen == sorted(seen, reverse=True)
     assert all(0 <= e["age_s"] < 60 for e in facts["events"])
     assert set(facts["reasons"]) <= {"Scheduled", "Created", "Started", "BackOff"}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from oncall.drill.cluster.faults import pod_fault_route
+from oncall.drill.cluster.faults import pod_fault_route, scale_route
 from oncall.drill.cluster.ksm import metrics_app
 from oncall.drill.cluster.pods import VllmPodHook
 from oncall.drill.cluster.service import ServiceProxy, file_sd_targets, write_file_sd
@@ -135,10 +135,12 @@ async def amain(args: argparse.Namespace) -> int:
     sim = _cluster(args, hook)
 
     def restart_exited(namespace: str, pod: str, code: int) -> None:
-        # A process that exits by itself is reason Error with its status; killed by a signal,
-        # the runtime reports 128 + the signal's number, as for any container.
+        # A process that exits by itself is reason Completed with status 0 (how vLLM ends after
+        # an engine death once started, vllm issue #48966), Error with any other status; killed
+        # by a signal, the runtime reports 128 + the signal's number, as for any container.
         exit_code = 128 - code if code < 0 else code
-        sim.container_exited(namespace, pod, "vllm", reason="Error", exit_code=exit_code)
+        reason = "Completed" if exit_code == 0 else "Error"
+        sim.container_exited(namespace, pod, "vllm", reason=reason, exit_code=exit_code)
 
     hook.on_exit = restart_exited
     write_file_sd(args.file_sd, [])
@@ -146,7 +148,10 @@ async def amain(args: argparse.Namespace) -> int:
     certificate = make_certificate(args.kubeconfig.parent / "tls") if args.api_tls_port else None
     if args.api_tls_port and certificate is not None:
         tls = (args.api_tls_port, server_context(*certificate))
-    routes = [pod_fault_route(sim, NAMESPACE, SELECTOR)]
+    routes = [
+        pod_fault_route(sim, NAMESPACE, SELECTOR),
+        scale_route(sim, NAMESPACE, "vllm", args.replicas),
+    ]
     runners = [await serve(sim, args.api_port, tls=tls, routes=routes)]
     runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
     ksm = metrics_app(sim, NAMESPACE, selector=SELECTOR if args.fleet else "", fleet=args.fleet)

@@ -2,7 +2,7 @@
 
 The names and labels are kube-state-metrics' own (internal/store/pod.go, v2): every pod series
 carries `namespace`, `pod` and `uid`; `kube_pod_status_phase` has all five phases at 0/1,
-`kube_pod_status_ready` the conditions true/false/unknown; see
+`kube_pod_status_ready` the conditions true/false/unknown, `kube_pod_owner` the controller; see
 `fixtures/kube-state-metrics/pod_metrics.txt`. So alert rules written for a real cluster
 (`kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}`,
 `kube_pod_container_status_restarts_total`, ...) work unchanged against the drill.
@@ -58,6 +58,12 @@ class ClusterStateCollector(Collector):
             "The pods current phase.",
             labels=[*pod_labels, "phase"],
         )
+        # kube-prometheus' KubePodNotReady joins on it (`owner_kind!="Job"`).
+        owner = GaugeMetricFamily(
+            "kube_pod_owner",
+            "Information about the Pod's owner.",
+            labels=[*pod_labels, "owner_kind", "owner_name", "owner_is_controller"],
+        )
         # The stored pods, read-only (a fleet has thousands: no copies).
         for pod in self.sim.store.scan(PODS):
             if not self.select(pod):
@@ -65,6 +71,12 @@ class ClusterStateCollector(Collector):
             meta: dict[str, Any] = pod.get("metadata") or {}
             status: dict[str, Any] = pod.get("status") or {}
             base = [str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", ""))]
+            refs = meta.get("ownerReferences") or []
+            for ref in refs:  # none: one series with "<none>" labels, as kube-state-metrics
+                controller = str(bool(ref.get("controller"))).lower()
+                owner.add_metric([*base, str(ref.get("kind")), str(ref.get("name")), controller], 1)
+            if not refs:
+                owner.add_metric([*base, "<none>", "<none>", "<none>"], 1)
             # One series per status of the Ready condition, 1 on the pod's (addConditionMetrics);
             # none while the pod has no Ready condition yet.
             for cond in status.get("conditions") or []:
@@ -84,7 +96,7 @@ class ClusterStateCollector(Collector):
                 terminated = (container.get("lastState") or {}).get("terminated")
                 if terminated and terminated.get("reason"):
                     last_reason.add_metric([*labels, str(terminated["reason"])], 1.0)
-        yield from (restarts, last_reason, ready, phase)
+        yield from (restarts, last_reason, ready, phase, owner)
         if self.nodes:
             yield from self._nodes()
 

@@ -1,4 +1,8 @@
-"""Recording core/v1 Events the way the kubelet and controllers do (with count deduplication)."""
+"""Recording core/v1 Events the way the kubelet and controllers do (with count deduplication),
+and the way kube-scheduler does: it writes through events.k8s.io/v1, so its events read back
+through core/v1 with `eventTime` (microseconds), `action`, `reportingComponent`/`Instance`, an
+empty `source`, no `firstTimestamp`/`lastTimestamp`/`count`, and a repeat as `series`
+(`fixtures/kubernetes/events_failed_scheduling.json`)."""
 
 from __future__ import annotations
 
@@ -71,6 +75,41 @@ class EventRecorder:
             "reportingComponent": component,
             "reportingInstance": host or "",
         }
+        created = self._store.create(EVENTS, event, namespace)
+        self._seen[key] = (namespace, created["metadata"]["name"])
+        return created
+
+    def record_scheduling(
+        self, pod: Obj, reason: str, message: str, *, type_: str = "Normal", host: str = ""
+    ) -> Obj:
+        """An event of kube-scheduler about pod (`Scheduled`, `FailedScheduling`), in the
+        events.k8s.io/v1 shape; a repeat of the same reason and message becomes its `series`."""
+        meta = pod.get("metadata") or {}
+        namespace, uid = str(meta.get("namespace") or "default"), str(meta.get("uid", ""))
+        key = (uid, reason, message, "scheduler")
+        now = (
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+            + f".{time.time_ns() // 1000 % 10**6:06d}Z"
+        )
+        if key in self._seen:
+            existing = self._store.get(EVENTS, *self._seen[key])
+            if existing is not None:
+                count = int((existing.get("series") or {}).get("count") or 1) + 1
+                existing["series"] = {"count": count, "lastObservedTime": now}
+                return self._store.replace(EVENTS, existing)
+        suffix = f"{time.time_ns():x}"[-12:] + secrets.token_hex(2)
+        event: Obj = {
+            "metadata": {"name": f"{meta.get('name')}.{suffix}", "namespace": namespace},
+            "involvedObject": {
+                "kind": "Pod", "namespace": namespace, "name": meta.get("name"), "uid": uid,
+                "apiVersion": "v1", "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason, "message": message, "source": {}, "type": type_,
+            "firstTimestamp": None, "lastTimestamp": None, "eventTime": now,
+            "action": "Binding" if reason == "Scheduled" else "Scheduling",
+            "reportingComponent": "default-scheduler",
+            "reportingInstance": f"default-scheduler-{host or 'control-plane'}",
+        }  # fmt: skip
         created = self._store.create(EVENTS, event, namespace)
         self._seen[key] = (namespace, created["metadata"]["name"])
         return created

@@ -1,7 +1,8 @@
 """The simulated scheduler + kubelet: places pods on nodes and runs them through the pod hook.
 
 Scheduling honours `nvidia.com/gpu` allocatable and NoSchedule taints (a surge pod with no spare
-GPU stays Pending, as on a real GPU fleet). A scheduled pod goes Running after `start_delay`, then
+GPU stays Pending with a `FailedScheduling` event on the pod worded as kube-scheduler words it:
+`fit_error.py`, as on a real GPU fleet). A scheduled pod goes Running after `start_delay`, then
 the hook's `started(pod)` runs, then Ready after `ready_delay`. Deletion is graceful: the pod gets
 a deletionTimestamp, the hook's `stopped(pod)` runs, then the pod leaves the store.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from oncall.drill.kube_sim import podstatus
 from oncall.drill.kube_sim.events import EventRecorder
+from oncall.drill.kube_sim.fit_error import CORDONED, fit_error, untolerated_taint
 from oncall.drill.kube_sim.podhook import PodHook
 from oncall.drill.kube_sim.resources import NODES, PODS
 from oncall.drill.kube_sim.store import Obj, Store, now_rfc3339
@@ -24,6 +26,7 @@ from oncall.drill.kube_sim.store import Obj, Store, now_rfc3339
 log = logging.getLogger(__name__)
 
 GPU = "nvidia.com/gpu"
+INSUFFICIENT_GPU = f"Insufficient {GPU}"
 SHUTDOWN_TIMEOUT_S = 10.0
 
 
@@ -42,6 +45,21 @@ def gpu_request(pod: Obj) -> int:
             (res.get("limits") or {}).get(GPU, (res.get("requests") or {}).get(GPU, 0))
         )
     return total
+
+
+def _unfit_reason(node: Obj) -> str:
+    """Why the scheduler's filters turn a pod away from this node (it fits nowhere): cordoned,
+    tainted (a NotReady node carries node.kubernetes.io/not-ready), else short of GPUs."""
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return CORDONED
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") == "NoSchedule":
+            return untolerated_taint(taint)
+    conditions = (node.get("status") or {}).get("conditions") or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return untolerated_taint({"key": "node.kubernetes.io/not-ready"})
+    return INSUFFICIENT_GPU
 
 
 def _node_schedulable(node: Obj) -> bool:
@@ -140,18 +158,11 @@ class Kubelet:
                 podstatus.mark_scheduled(pod, name)
                 stored = self._store.replace(PODS, pod)
                 ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-                self._events.record(
-                    stored,
-                    "Scheduled",
-                    f"Successfully assigned {ns}/{pod_name} to {name}",
-                    component="default-scheduler",
+                self._events.record_scheduling(
+                    stored, "Scheduled", f"Successfully assigned {ns}/{pod_name} to {name}"
                 )
                 return
-        short = sum(1 for n in nodes if _node_schedulable(n))
-        message = (
-            f"0/{len(nodes)} nodes are available: "
-            f"{short} Insufficient {GPU}, {len(nodes) - short} node(s) were unschedulable."
-        )
+        message = fit_error([_unfit_reason(n) for n in nodes], {INSUFFICIENT_GPU})
         before = [
             c
             for c in (pod.get("status") or {}).get("conditions") or []
@@ -160,9 +171,7 @@ class Kubelet:
         if not before or before[0].get("message") != message:
             podstatus.mark_unschedulable(pod, message)
             stored = self._store.replace(PODS, pod)
-            self._events.record(
-                stored, "FailedScheduling", message, type_="Warning", component="default-scheduler"
-            )
+            self._events.record_scheduling(stored, "FailedScheduling", message, type_="Warning")
 
     # -- pod lifecycle ----------------------------------------------------------------------
 

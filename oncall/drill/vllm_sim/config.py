@@ -32,7 +32,8 @@ class Fault(enum.StrEnum):
     #: The model generates fewer than 5 tokens/s per sequence.
     STUCK = "stuck"
     #: The EngineCore raises torch.OutOfMemoryError (its traceback goes to the log) and dies:
-    #: engine death as above, the process exits 1 (Kubernetes: reason Error, not OOMKilled).
+    #: engine death as above; the process exits 0 as vLLM's does after start-up (vllm issue
+    #: #48966): Kubernetes records reason Completed — neither Error nor OOMKilled.
     GPU_OOM = "gpu-oom"
     #: The EngineCore hangs, not dies (vllm issue #39863): /health stays 200 and the API
     #: answers, requests wait for ever, the gauges freeze and the counters stop.

@@ -4,8 +4,10 @@ The shape follows vLLM v1 logs in upstream reports (vllm-project/vllm issues #19
 #15039; recorded in `fixtures/vllm/engine_core_cuda_oom.log`): the EngineCore process logs
 "EngineCore encountered a fatal error" with the Python traceback ending in
 `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …` (PyTorch's message), then the
-API server's output handler fails with `EngineDeadError` and the server shuts down. Every line
-carries vLLM's prefix: `(EngineCore_DP0 pid=N) ERROR MM-DD HH:MM:SS [file.py:line] text`.
+API server's output handler fails with `EngineDeadError`, each request in flight logs its own
+`EngineDeadError` traceback (`fixtures/vllm/engine_dead_after_oom_64_requests.log`), and the
+server shuts down. Every line carries vLLM's prefix: `(EngineCore_DP0 pid=N) ERROR MM-DD
+HH:MM:SS [file.py:line] text`.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ def cuda_oom_message(config: SimConfig, tried_gib: float = 2.0) -> str:
     )
 
 
-def cuda_oom_log(config: SimConfig, now: float | None = None) -> list[str]:
-    """The lines the EngineCore and the API server print for a GPU OOM mid-serving."""
+def cuda_oom_log(config: SimConfig, now: float | None = None, in_flight: int = 0) -> list[str]:
+    """The lines the EngineCore and the API server print for a GPU OOM mid-serving, with
+    one `EngineDeadError` traceback for each of `in_flight` requests."""
     stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(now))
     core = f"(EngineCore_DP0 pid={os.getpid() + 1}) ERROR {stamp} [core.py:862]"
     api = f"(APIServer pid={os.getpid()}) ERROR {stamp} [async_llm.py:485]"
@@ -84,4 +87,14 @@ def cuda_oom_log(config: SimConfig, now: float | None = None) -> list[str]:
         f"{api} vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
         "See stack trace (above) for the root cause.",
     ]
+    request = f"(APIServer pid={os.getpid()}) ERROR {stamp} [serving.py:1173]"
+    for _ in range(in_flight):
+        lines += [
+            f"{request} Error in completion stream generator.",
+            f"{request} Traceback (most recent call last):",
+            f'{request}   File "{SITE}/vllm/v1/engine/output_processor.py", line 87, in get',
+            f"{request}     raise output",
+            f"{request} vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
+            "issue. See stack trace (above) for the root cause.",
+        ]
     return lines

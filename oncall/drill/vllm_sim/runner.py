@@ -4,8 +4,10 @@
 same lifecycle for a caller that already holds a `SimConfig`. The lifecycle mirrors vLLM's:
 the port refuses connections while the "weights load" (`--load-seconds`), then listens; on
 engine death the server keeps answering (503 on /health) for `--death-exit-seconds`, then
-exits with status 1, which Kubernetes reports as a container restart. SIGTERM and SIGINT stop
-it cleanly with status 0. Log lines go to stderr in vLLM's wording where it matters.
+exits with status 0 — as vLLM does for an EngineCore that dies after start-up (vllm issue #48966,
+until PR #52178 lands), so Kubernetes restarts the container with last termination reason
+`Completed`, not `Error`; a start-up failure exits 1 (`Error`). SIGTERM and SIGINT stop it
+cleanly with status 0. Log lines go to stderr in vLLM's wording where it matters.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from oncall.drill.vllm_sim.server import SIM_KEY, build_app
 STATS_INTERVAL_SECONDS = 10.0
 #: How long in-flight requests get to finish when the server stops.
 SHUTDOWN_TIMEOUT_SECONDS = 0.5
-EXIT_ENGINE_DEAD = 1
+#: vLLM's API server exits 0 when its EngineCore dies after start-up (vllm issue #48966).
+EXIT_ENGINE_DEAD = 0
 EXIT_STARTUP_ERROR = 1
 EXIT_USAGE = 2
 

@@ -144,7 +144,8 @@ class SimServer:
         """The EngineCore's torch.OutOfMemoryError: its traceback, then engine death."""
         if self.engine.dead:
             return
-        print("\n".join(cuda_oom_log(self.config)), file=sys.stderr, flush=True)
+        log = cuda_oom_log(self.config, in_flight=len(self.engine.running))
+        print("\n".join(log), file=sys.stderr, flush=True)
         self.cause_logged = True
         self.engine.kill()
 

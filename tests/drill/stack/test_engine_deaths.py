@@ -1,5 +1,6 @@
 """Engine deaths and a hung engine end to end, as a real vLLM + kube-state-metrics stack plays
-them: `LLMOutOfMemory` fires in Prometheus for a GPU OOM (reason Error) and for a host OOM
+them: `LLMOutOfMemory` fires in Prometheus for a GPU OOM while serving (vLLM exits 0: reason
+Completed, vllm issue #48966) and for a host OOM
 (OOMKilled), and `oncall check` tells them apart from the previous container's log; a hung
 EngineCore keeps /health at 200 and `LLMHighP99Latency`'s checklist still finds the pod."""
 
@@ -20,7 +21,7 @@ from tests.harness.processes import eventually
 #: scenario -> (last terminated reason, failing step, what its summary says, proposal values)
 DEATHS: dict[str, tuple[str, str, str, list[dict[str, Any]]]] = {
     "gpu-oom": (
-        "Error",
+        "Completed",
         "gpu_oom",
         "GPU out of memory: (EngineCore_DP0 pid=",
         [{"id": "lower-max-num-seqs", "deployment": "vllm", "value": 128}],
@@ -80,14 +81,15 @@ async def test_engine_death_fires_and_the_log_gives_the_verdict(
         )
     steps = {s["id"]: s for s in seen["steps"]}
     assert says in steps[step]["summary"]
-    verdicts = {"gpu_oom", "host_oom", "other_crash"}
+    verdicts = {"gpu_oom", "startup_memory", "host_oom", "other_crash"}
     assert {s for s in verdicts if steps[s]["status"] == "fail"} == {step}
     if scenario == "host-oom":
         assert "at its memory limit 64Gi" in steps[step]["summary"]
         assert "torch.OutOfMemoryError" not in json.dumps(steps["gpu_oom"]["facts"]["lines"])
     else:
         assert "torch.OutOfMemoryError: CUDA out of memory" in steps[step]["summary"]
-        assert steps[step]["facts"]["terminated_exit_code"] == 1
+        assert steps[step]["facts"]["terminated_exit_code"] == 0
+        assert steps["startup_memory"]["status"] == "ok"
     got = [{"id": p["id"], **p["params"]} for p in seen["proposals"]]
     assert got == proposals
     assert all(p["error"] is None for p in seen["proposals"])

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from oncall.backends.prometheus import PrometheusClient
 from oncall.drill.scenario_catalog import Signal, all_scenarios
@@ -37,7 +39,19 @@ FINDINGS: dict[str, tuple[str, str | None]] = {
     "redis-hit-rate-collapse": ("hit_rate", None),
     "scrape-failure": ("failed_scrapes", None),
     "gpu-xid": ("restart_app", "rebuild-xid-pod"),
+    "pending": ("scheduling", None),
 }
+#: scenario -> what the failing step's summary must say.
+SAYS = {
+    "pending": "Pending for want of a GPU (no node has the nvidia.com/gpu it requests free",
+}
+#: Rule files a team would bring for a scenario's alert: kube-prometheus' own KubePodNotReady
+#: (verbatim), evaluated by the app over the drill's kube-state-metrics series.
+KUBE_PROMETHEUS = (
+    Path(__file__).resolve().parents[3]
+    / "fixtures" / "rules" / "kube-prometheus" / "kubernetesControlPlane-prometheusRule.yaml"
+)  # fmt: skip
+RULE_FILES = {"pending": [KUBE_PROMETHEUS]}
 
 
 def crossed(signal: Signal, value: float) -> bool:
@@ -110,6 +124,11 @@ async def checklist_finds(drill: Drill, scenario: str) -> bool:
     assert alert is not None
     step, proposal = FINDINGS[scenario]
     config = str(drill.directory / "oncall.yaml")
+    if scenario in RULE_FILES:
+        settings = yaml.safe_load((drill.directory / "oncall.yaml").read_text())
+        settings.setdefault("alerts", {})["files"] = [str(p) for p in RULE_FILES[scenario]]
+        config = str(drill.directory / f"oncall-{scenario}.yaml")
+        await asyncio.to_thread(Path(config).write_text, yaml.safe_dump(settings))
     result = await asyncio.to_thread(
         run_oncall, "--config", config, "check", alert, "-o", "json", timeout=60
     )
@@ -120,6 +139,8 @@ async def checklist_finds(drill: Drill, scenario: str) -> bool:
     if statuses[step] != "fail":
         return False
     assert result.code == 1
+    summary = next(s["summary"] for s in report["steps"] if s["id"] == step)
+    assert SAYS.get(scenario, "") in summary, summary
     proposed = {p["id"]: p for p in report["proposals"]}
     if proposal is not None:
         assert proposal in proposed, f"{step} failed but proposed {sorted(proposed)}"

@@ -58,7 +58,7 @@ async def test_engine_death(sim_factory: Starter, version: str, dead_health: int
         revive = await client.post("/drill/fault", json={"fault": "none"})
         assert revive.status_code == 409
     code = await asyncio.to_thread(sim.proc.wait, 10)
-    assert code == 1
+    assert code == 0  # a death after start-up exits 0, as vLLM's does (vllm issue #48966)
     assert time.monotonic() - died_at < 5
     assert not port_accepts(sim.port)
     assert "EngineCore encountered an issue" in sim.log()
