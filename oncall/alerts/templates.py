@@ -139,7 +139,7 @@ def parse(source: str) -> Template:
             body().append(_Node(text=literal))
         trim_next = bool(hit.group(3))
         pos = hit.end()
-        _action(hit.group(2).strip(), hit.start(2), hit.start(), body(), stack, declared)
+        _action(hit.group(2).strip(), hit.start(2), hit.start(), body(), stack, declared=declared)
     if stack:
         raise TemplateError("an {{ if }} or {{ with }} without its {{ end }}", stack[-1][2])
     rest = source[pos:]
@@ -158,6 +158,7 @@ def _action(
     start: int,
     body: list[_Node],
     stack: list[tuple[_Node, bool, int]],
+    *,
     declared: list[set[str]],
 ) -> None:
     """One `{{ … }}` of `parse`: appended to `body`, or opening / closing a block."""
