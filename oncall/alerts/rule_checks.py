@@ -297,6 +297,7 @@ class RuleFileChecker:
                 group=group.name,
                 file=self.file,
                 line=self.doc.key_at[(*path, "alert")].line,
+                col=self.doc.key_at[(*path, "alert")].col,
                 for_s=(for_s or 0.0) * self.for_scale,
                 keep_firing_for_s=(keep_s or 0.0) * self.for_scale,
                 labels={**group.labels, **labels},  # rule labels override group labels

@@ -1,0 +1,185 @@
+"""The facts rule liveness is judged on (`oncall.alerts.liveness.Facts`), asked of Prometheus in
+a few batched requests, and the verdicts of every rule, cached for minutes.
+
+One round, for any number of rules (scripts/bench/liveness.py counts them):
+1. `GET /api/v1/targets`: the scrape interval of each job;
+2. per `SELECTORS_PER_QUERY` selectors, one instant query `count by (job) (SEL)` for each,
+   tagged with its index and joined with `or` (as `local_eval.batch_expression` does): which
+   selectors match series now, and of which jobs;
+3. for the selectors that match nothing, one query `count by (__name__) ({__name__=~"…"})`
+   per `NAMES_PER_QUERY` names: their metric names and the known alternatives
+   (`liveness.alternatives`) that exist;
+4. for those whose metric exists, one query `group by (LABEL) (METRIC)` per (metric, label)
+   of an emptying matcher, batched as in 2: the values the label does have.
+Parsing and judging run in a worker thread: the event loop only sends and receives.
+A query Prometheus refuses (a selector its version does not read) leaves its selectors
+unknown; Prometheus unreachable makes every verdict `unknown` with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from oncall.alerts.durations import parse_prom_duration
+from oncall.alerts.liveness import Facts, Selector, alternatives, judge, selectors_of
+from oncall.backends.prometheus import PrometheusClient
+from oncall.errors import BackendError
+from oncall.model.alerts import Liveness
+
+SELECTORS_PER_QUERY = 100
+NAMES_PER_QUERY = 200
+#: Liveness changes with deployments, not by the second: asked again after this long.
+TTL_S = 300.0
+_TAG = "oncall_liveness"
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _tagged(parts: Sequence[str]) -> str:
+    return " or ".join(
+        f'label_replace({part}, "{_TAG}", "{index}", "", "")' for index, part in enumerate(parts)
+    )
+
+
+async def _tagged_query(prom: PrometheusClient, parts: Sequence[str]) -> list[list[dict[str, str]]]:
+    """Label sets per part, from one query; [] for each part when Prometheus refuses it."""
+    found: list[list[dict[str, str]]] = [[] for _ in parts]
+    for sample in await prom.query(_tagged(parts)):
+        labels = dict(sample.labels)
+        index = labels.pop(_TAG, "")
+        if index.isdigit() and int(index) < len(parts):
+            found[int(index)].append(labels)
+    return found
+
+
+def _intervals(targets: list[dict[str, object]]) -> dict[str, float]:
+    """job → the largest scrape interval of its targets (`scrapeInterval`, Prometheus ≥ 2.35)."""
+    found: dict[str, float] = {}
+    for target in targets:
+        labels = target.get("labels")
+        job = labels.get("job") if isinstance(labels, dict) else None
+        raw = target.get("scrapeInterval")
+        if not isinstance(job, str) or not isinstance(raw, str):
+            continue
+        try:
+            seconds = parse_prom_duration(raw)
+        except ValueError:
+            continue
+        found[job] = max(seconds, found.get(job, 0.0))
+    return found
+
+
+def _unique_selectors(exprs: Iterable[str]) -> list[Selector]:
+    unique: dict[str, Selector] = {}
+    for expr in exprs:
+        for selector in selectors_of(expr):
+            unique.setdefault(selector.text, selector)
+    return list(unique.values())
+
+
+async def fetch_facts(prom: PrometheusClient, exprs: Iterable[str]) -> Facts:
+    """The facts about every selector of `exprs` (see the module); never raises BackendError:
+    Prometheus failing is `Facts.error`."""
+    selectors = await asyncio.to_thread(_unique_selectors, list(exprs))
+    try:
+        intervals = _intervals(await prom.targets())
+        matched = await _matched(prom, selectors)
+        missing = [s for s in selectors if matched.get(s.text) == frozenset()]
+        names = await _names(prom, missing)
+        values = await _label_values(prom, [s for s in missing if s.name in names])
+    except BackendError as exc:
+        return Facts(error=f"liveness not known: {exc.reason}: {exc.detail}")
+    return Facts(matched=matched, names=names, label_values=values, intervals=intervals)
+
+
+async def _matched(prom: PrometheusClient, selectors: list[Selector]) -> dict[str, frozenset[str]]:
+    matched: dict[str, frozenset[str]] = {}
+    texts = [s.text for s in selectors]
+    for chunk in _chunks(texts, SELECTORS_PER_QUERY):
+        try:
+            found = await _tagged_query(prom, [f"count by (job) ({text})" for text in chunk])
+        except BackendError as exc:
+            if exc.reason != "query error":
+                raise
+            continue  # a selector this Prometheus does not read: these stay unknown
+        for text, labels in zip(chunk, found, strict=True):
+            matched[text] = frozenset(item.get("job", "") for item in labels)
+    return matched
+
+
+async def _names(prom: PrometheusClient, missing: list[Selector]) -> frozenset[str]:
+    wanted = sorted({n for s in missing if s.name for n in (s.name, *alternatives(s.name))})
+    found: set[str] = set()
+    for chunk in _chunks(wanted, NAMES_PER_QUERY):
+        # Metric names are [a-zA-Z_:][a-zA-Z0-9_:]*: nothing in them to escape in a regex.
+        expr = f'count by (__name__) ({{__name__=~"{"|".join(chunk)}"}})'
+        found.update(s.labels.get("__name__", "") for s in await prom.query(expr))
+    return frozenset(found)
+
+
+async def _label_values(
+    prom: PrometheusClient, missing: list[Selector]
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    pairs = sorted({
+        (s.name, label) for s in missing for label, op, _ in s.matchers
+        if label != "__name__" and op in ("=", "=~")
+    })  # fmt: skip
+    values: dict[tuple[str, str], tuple[str, ...]] = {}
+    for start in range(0, len(pairs), SELECTORS_PER_QUERY):
+        chunk = pairs[start : start + SELECTORS_PER_QUERY]
+        parts = [f'group by ({label}) ({{__name__="{name}"}})' for name, label in chunk]
+        for pair, labels in zip(chunk, await _tagged_query(prom, parts), strict=True):
+            values[pair] = tuple(sorted({item[pair[1]] for item in labels if pair[1] in item}))
+    return values
+
+
+def verdicts(exprs: Iterable[str], facts: Facts) -> dict[str, Liveness]:
+    """expr → its verdict (pure; run it in a worker thread for many rules)."""
+    return {expr: judge(expr, facts) for expr in dict.fromkeys(exprs)}
+
+
+@dataclass
+class LivenessCache:
+    """Verdicts for a set of expressions, asked again when `ttl_s` old or the set changes.
+
+    `current` gives the verdicts known now; `ensure` starts a round in the background when due
+    (the board: it never waits), `wait_fresh` awaits one (the CLI)."""
+
+    prom: PrometheusClient
+    ttl_s: float = TTL_S
+    asked_at: float = float("-inf")
+    exprs: frozenset[str] = frozenset()
+    known: dict[str, Liveness] = field(default_factory=dict)
+    _task: asyncio.Task[None] | None = None
+
+    def ensure(self, exprs: Iterable[str], now: float | None = None) -> None:
+        wanted = frozenset(exprs)
+        now = time.time() if now is None else now
+        if self._task is not None and not self._task.done():
+            return
+        if wanted != self.exprs or now - self.asked_at >= self.ttl_s:
+            self._task = asyncio.create_task(self._round(wanted, now))
+
+    async def wait_fresh(self, exprs: Iterable[str], now: float | None = None) -> None:
+        self.ensure(exprs, now)
+        if self._task is not None:
+            await self._task
+
+    async def _round(self, wanted: frozenset[str], now: float) -> None:
+        facts = await fetch_facts(self.prom, wanted)
+        self.known = await asyncio.to_thread(verdicts, wanted, facts)
+        self.exprs, self.asked_at = wanted, now
+
+    def current(self, expr: str) -> Liveness | None:
+        return self.known.get(expr)
+
+    async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
