@@ -29,8 +29,8 @@ from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
 from oncall.model.alerts import Liveness
 
-SELECTORS_PER_QUERY = 100
-NAMES_PER_QUERY = 200
+SELECTORS_PER_QUERY = 500
+NAMES_PER_QUERY = 1000
 #: Liveness changes with deployments, not by the second: asked again after this long.
 TTL_S = 300.0
 _TAG = "oncall_liveness"
