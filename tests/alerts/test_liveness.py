@@ -44,6 +44,14 @@ groups:
         expr: rate(vllm:num_preemptions_total[5m]) > 100 or absent(vllm:kv_cache_usage_perc)
         labels: {severity: page}
 """
+TEAM_RULES = """\
+groups:
+  - name: team
+    rules:
+      - alert: TeamQueueBacklog
+        expr: sum(vllm:num_requests_waiting) > 10
+        labels: {severity: warning}
+"""
 HEALTHY = "VllmPreemptingTotal"
 REASONS = {
     "VllmPreempting": "no series named vllm:num_preemptions (found vllm:num_preemptions_total)",
@@ -80,9 +88,12 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServ
          "static_configs": [{"targets": [closed]}]},
     ]  # fmt: skip
     directory = tmp_path_factory.mktemp("liveness")
+    own = directory / "team.rules.yaml"  # a rule only Prometheus has
+    own.write_text(TEAM_RULES, encoding="utf-8")
     with prometheus_server(
-        directory, scrape_configs=jobs, openmetrics=_samples(int(time.time()) - 5)
-    ) as server:
+        directory / "prom", scrape_configs=jobs, rule_files=[own],
+        openmetrics=_samples(int(time.time()) - 5),
+    ) as server:  # fmt: skip
 
         def discovered() -> bool:
             body = httpx.get(f"{server.url}/api/v1/targets", timeout=5).json()
@@ -142,9 +153,14 @@ def test_rules_check_flags_the_three_and_exits_1(
         f"{rule_file}:10:9: warning: VllmSlowJobErrors (warning): silent: "
         f"{REASONS['VllmSlowJobErrors']}",
     ]
+    # A rule only Prometheus has is located by its group and Prometheus' file.
+    assert lines[3] == (
+        f'group "team" (file {prometheus.directory.parent / "team.rules.yaml"}): warning: '
+        "TeamQueueBacklog (warning): silent: no series named vllm:num_requests_waiting"
+    )
     assert HEALTHY not in result.stdout
-    assert lines[3].startswith("4 alerting rules checked against http://127.0.0.1:")
-    assert lines[3].endswith(": 3 cannot fire (2 paging), 0 not known, 0 file problems")
+    assert lines[4].startswith("5 alerting rules checked against http://127.0.0.1:")
+    assert lines[4].endswith(": 4 cannot fire (2 paging), 0 not known, 0 file problems")
 
 
 def test_rules_check_without_a_paging_rule_flagged_exits_0(
@@ -215,3 +231,24 @@ def test_alternatives_are_known_renames() -> None:
         "ray_vllm:num_preemptions_total",
     ]  # fmt: skip
     assert alternatives("ray_vllm:x_total") == ["ray_vllm:x", "vllm:x_total", "vllm:x"]
+
+
+def test_rules_check_prints_located_file_problems_and_exits_1(
+    prometheus: RunningServer, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: rate(x[5m]\n"
+        "        annotations: {summary: '{{ $label.pod }}'}\n",
+        encoding="utf-8",
+    )
+    result = run_oncall("rules", "check", "--prometheus", prometheus.url, str(broken), cwd=tmp_path)
+    assert result.code == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [
+        f"{broken}:5:15: groups.0.rules.0.expr: could not parse expression: "
+        "unclosed left parenthesis",
+        f"{broken}:6:32: groups.0.rules.0.annotations.summary: "
+        'undefined variable "$label" (at offset 2 of the template)',
+    ]
+    assert lines[-1].endswith(", 2 file problems")
