@@ -176,6 +176,11 @@ class LivenessCache:
         self.known = await asyncio.to_thread(verdicts, wanted, facts)
         self.exprs, self.asked_at = wanted, now
 
+    async def settled(self) -> None:
+        """Wait for the round in flight, if any (tests; the board never waits)."""
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
     def current(self, expr: str) -> Liveness | None:
         return self.known.get(expr)
 
