@@ -75,9 +75,7 @@ async def test_the_board_source_marks_a_rule_that_cannot_fire_without_waiting(
         second = {s.rule.name: s for s in await live.refresh()}
         assert second["NoSuchMetric"].silent
         assert second["NoSuchMetric"].liveness is not None
-        assert second["NoSuchMetric"].liveness.reasons == (
-            "no series named vllm:num_preemptions",
-        )
+        assert second["NoSuchMetric"].liveness.reasons == ("no series named vllm:num_preemptions",)
         assert second["NeverTrue"].liveness is None and not second["NeverTrue"].silent
         assert not second["Constant"].silent
     finally:
