@@ -2,7 +2,8 @@
 a few batched requests, and the verdicts of every rule, cached for minutes.
 
 One round, for any number of rules (scripts/bench/liveness.py counts them):
-1. `GET /api/v1/targets`: the scrape interval of each job;
+1. `GET /api/v1/targets`: the scrape interval of each job (none where the server has no
+   targets API: Mimir, some Thanos Query setups; windows are then not checked);
 2. per `SELECTORS_PER_QUERY` selectors, one instant query `count by (job) (SEL)` for each,
    tagged with its index and joined with `or` (as `local_eval.batch_expression` does): which
    selectors match series now, and of which jobs;
@@ -75,6 +76,17 @@ def _intervals(targets: list[dict[str, object]]) -> dict[str, float]:
     return found
 
 
+async def _scrape_intervals(prom: PrometheusClient) -> dict[str, float]:
+    """job → scrape interval; {} where the server has no targets API (Mimir, a Thanos Query
+    without it answer 404): the windows are then not checked, the rest still is."""
+    try:
+        return _intervals(await prom.targets())
+    except BackendError as exc:
+        if exc.http_status is not None and 400 <= exc.http_status < 500:
+            return {}
+        raise
+
+
 def _unique_selectors(exprs: Iterable[str]) -> list[Selector]:
     unique: dict[str, Selector] = {}
     for expr in exprs:
@@ -88,7 +100,7 @@ async def fetch_facts(prom: PrometheusClient, exprs: Iterable[str]) -> Facts:
     Prometheus failing is `Facts.error`."""
     selectors = await asyncio.to_thread(_unique_selectors, list(exprs))
     try:
-        intervals = _intervals(await prom.targets())
+        intervals = await _scrape_intervals(prom)
         matched = await _matched(prom, selectors)
         missing = [s for s in selectors if matched.get(s.text) == frozenset()]
         names = await _names(prom, missing)
