@@ -8,6 +8,9 @@ Besides the local rules, the same answer lists every rule Prometheus evaluates t
 Prometheus' order, and keep their rows while Prometheus cannot be asked.
 When a source fails, the affected rules become `unknown` with the reason, and their last
 known instances are kept, marked stale since the first failure.
+Rules of one group that share a name (kube-prometheus' warning/critical pairs) are each
+evaluated (`local_eval` knows a rule by file, group, name and line) and make one row: every
+instance of theirs, each with its own rule's labels, under the rule in the most urgent state.
 """
 
 from __future__ import annotations
