@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
-from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, BackendError
+from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_USAGE, BackendError
 from oncall.model.alerts import AlertRule, Liveness
 from oncall.redaction import redact
 
@@ -47,7 +48,11 @@ def register(commands: Any, global_options: Any) -> None:
     )
     global_options(check, suppress=True)
     check.set_defaults(handler=_run_check)
-    parser.set_defaults(handler=lambda _args: parser.print_usage() or 2)
+    def usage(_args: argparse.Namespace) -> int:
+        parser.print_usage(sys.stderr)
+        return EXIT_USAGE
+
+    parser.set_defaults(handler=usage)
 
 
 def _where(rule: AlertRule, own: bool) -> str:
