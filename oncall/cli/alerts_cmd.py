@@ -266,7 +266,8 @@ async def _loop(
         every = await view.annotate(await engine.refresh(now))
         if acks is not None:
             every = await acks.annotate(every)
-        if liveness is not None:
+        # Not when Prometheus did not answer: the round would wait out the same timeouts.
+        if liveness is not None and engine.error is None and not any(s.unreachable for s in every):
             every = await liveness.annotate(every)
         statuses = [s for s in every if status_matches(selection, s)]
         # Without Prometheus' rules the ones only it has are missing (when any are listed).

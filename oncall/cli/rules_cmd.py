@@ -48,6 +48,7 @@ def register(commands: Any, global_options: Any) -> None:
     )
     global_options(check, suppress=True)
     check.set_defaults(handler=_run_check)
+
     def usage(_args: argparse.Namespace) -> int:
         parser.print_usage(sys.stderr)
         return EXIT_USAGE
