@@ -102,6 +102,8 @@ def when(status: RuleStatus, now: float) -> str:
         return f"fires in {duration(status.fires_in_s)}"
     if status.state == "firing" and status.firing_for_s is not None:
         return f"firing for {duration(status.firing_for_s)}"
+    if status.silent:  # in sight at 80 columns; the note (and the incident) say why
+        return "cannot fire here"
     return ""
 
 

@@ -72,6 +72,8 @@ async def test_silent_rows_say_why_and_are_not_inactive() -> None:
         assert rows["VllmKvCacheFull"][0] == "◌ silent"
         assert rows["VllmSlowJobErrors"][0] == "◌ silent"
         assert rows["VllmPreemptingTotal"][0] == "○ inactive"
+        assert rows["VllmSlowJobErrors"][2] == "cannot fire here"  # the When column
+        assert rows["VllmPreemptingTotal"][2] == ""
         assert rows["VllmPreempting"][-1] == (
             "cannot fire: no series named vllm:num_preemptions (found vllm:num_preemptions_total)"
         )
