@@ -77,6 +77,8 @@ class Facts:
     intervals: Mapping[str, float] = field(default_factory=dict)
     #: why the facts are incomplete (Prometheus could not be asked), None when they are not
     error: str | None = None
+    #: selectors Prometheus refused to count (a syntax its version does not read)
+    refused: frozenset[str] = frozenset()
 
 
 # MatchOp values are not hashable: keyed by their names.
@@ -122,6 +124,9 @@ def judge(expr: str, facts: Facts) -> Liveness:
     emptied: list[Selector] = []
     verdict = _silent(tree, facts, emptied, collect=False)
     if verdict is None:
+        refused = [s.text for s in selectors_of(expr) if s.text in facts.refused]
+        if refused:
+            return Liveness("unknown", tuple(f"Prometheus refused {text}" for text in refused))
         return Liveness("unknown", ("not asked yet",))
     if not verdict:
         return Liveness("live")

@@ -13,8 +13,9 @@ One round, for any number of rules (scripts/bench/liveness.py counts them):
 4. for those whose metric exists, one query `group by (LABEL) (METRIC)` per (metric, label)
    of an emptying matcher, batched as in 2: the values the label does have.
 Parsing and judging run in a worker thread: the event loop only sends and receives.
-A query Prometheus refuses (a selector its version does not read) leaves its selectors
-unknown; Prometheus unreachable makes every verdict `unknown` with the reason.
+A batch Prometheus refuses (a selector its version does not read) is asked again in halves,
+at most `SPLIT_REQUESTS` more queries a round; what is still refused stays unknown.
+Prometheus unreachable makes every verdict `unknown` with the reason.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from oncall.model.alerts import Liveness
 
 SELECTORS_PER_QUERY = 500
 NAMES_PER_QUERY = 1000
+#: At most this many more queries a round when a batch is refused (it is asked in halves).
+SPLIT_REQUESTS = 32
 #: Liveness changes with deployments, not by the second: asked again after this long.
 TTL_S = 300.0
 _TAG = "oncall_liveness"
@@ -101,28 +104,44 @@ async def fetch_facts(prom: PrometheusClient, exprs: Iterable[str]) -> Facts:
     selectors = await asyncio.to_thread(_unique_selectors, list(exprs))
     try:
         intervals = await _scrape_intervals(prom)
-        matched = await _matched(prom, selectors)
+        matched, refused = await _matched(prom, selectors)
         missing = [s for s in selectors if matched.get(s.text) == frozenset()]
         names = await _names(prom, missing)
         values = await _label_values(prom, [s for s in missing if s.name in names])
     except BackendError as exc:
         return Facts(error=f"liveness not known: {exc.reason}: {exc.detail}")
-    return Facts(matched=matched, names=names, label_values=values, intervals=intervals)
+    return Facts(
+        matched=matched, names=names, label_values=values, intervals=intervals, refused=refused
+    )
 
 
-async def _matched(prom: PrometheusClient, selectors: list[Selector]) -> dict[str, frozenset[str]]:
+async def _matched(
+    prom: PrometheusClient, selectors: list[Selector]
+) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+    """selector text → jobs of its series, and the selectors Prometheus refused."""
     matched: dict[str, frozenset[str]] = {}
-    texts = [s.text for s in selectors]
-    for chunk in _chunks(texts, SELECTORS_PER_QUERY):
+    refused: set[str] = set()
+    pending = list(_chunks([s.text for s in selectors], SELECTORS_PER_QUERY))
+    spare = SPLIT_REQUESTS
+    while pending:
+        chunk = pending.pop(0)
         try:
             found = await _tagged_query(prom, [f"count by (job) ({text})" for text in chunk])
         except BackendError as exc:
             if exc.reason != "query error":
                 raise
-            continue  # a selector this Prometheus does not read: these stay unknown
+            # A selector this Prometheus does not read (a newer syntax) fails its batch:
+            # halves are asked, within a bound; what is left stays unknown.
+            if len(chunk) > 1 and spare >= 2:
+                spare -= 2
+                half = len(chunk) // 2
+                pending[:0] = [chunk[:half], chunk[half:]]
+            elif len(chunk) == 1:
+                refused.add(chunk[0])
+            continue
         for text, labels in zip(chunk, found, strict=True):
             matched[text] = frozenset(item.get("job", "") for item in labels)
-    return matched
+    return matched, frozenset(refused)
 
 
 async def _names(prom: PrometheusClient, missing: list[Selector]) -> frozenset[str]:

@@ -23,6 +23,7 @@ import pytest
 from oncall.alerts.liveness import Facts, alternatives, judge, selectors_of
 from oncall.alerts.liveness_fetch import fetch_facts
 from oncall.backends.prometheus import PrometheusClient
+from oncall.model.alerts import Liveness
 from tests.cli_runner import run_oncall
 from tests.harness.processes import free_port, wait_until
 from tests.harness.servers import RunningServer, prometheus_server
@@ -252,3 +253,22 @@ def test_rules_check_prints_located_file_problems_and_exits_1(
         'undefined variable "$label" (at offset 2 of the template)',
     ]
     assert lines[-1].endswith(", 2 file problems")
+
+
+async def test_a_selector_prometheus_refuses_is_unknown_and_spares_the_others(
+    prometheus: RunningServer,
+) -> None:
+    """`x++` is a regex the Rust parser reads and Prometheus' Go regexp refuses: its batch is
+    asked again in halves (bounded), so the other rules are still judged and only that one
+    is unknown, saying why."""
+    refused = 'up{job=~"x++"} > 0'
+    exprs = [refused, "rate(vllm:num_preemptions[5m]) > 0", "vllm:num_preemptions_total > 0"]
+    async with PrometheusClient(prometheus.url, timeout=5) as prom:
+        facts = await fetch_facts(prom, exprs)
+        requests = prom.requests
+    assert facts.refused == frozenset({'up{job=~"x++"}'})
+    assert judge(refused, facts) == Liveness("unknown", ('Prometheus refused up{job=~"x++"}',))
+    assert judge(exprs[1], facts).state == "silent"
+    assert judge(exprs[2], facts).state == "live"
+    # targets, the refused batch of 3, its halves (the refused 1, the good 2), names
+    assert requests == 5
