@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import promql_parser as pp
+import re2
 
 from oncall.model.alerts import Liveness
 
@@ -44,6 +45,8 @@ CONSTANT = frozenset({"vector", "time", "pi", "scalar"})
 #: Known renames between exporter versions and deployments: (prefix or suffix, its partner).
 PREFIXES = (("vllm:", "ray_vllm:"),)
 SUFFIXES = ("_total",)
+_RE2_QUIET = re2.Options()
+_RE2_QUIET.log_errors = False  # the error is reported as a problem, not logged to stderr
 #: At most this many label values are named in a reason.
 SHOWN_VALUES = 8
 
@@ -112,6 +115,24 @@ def selectors_of(expr: str) -> list[Selector]:
     if tree is not None:
         _silent(tree, Facts(), found, collect=True)
     return found
+
+
+def regex_error(expr: str) -> str | None:
+    """Why a regex matcher of the expression is one Prometheus refuses, or None.
+
+    promql-parser checks regexes with Rust's `regex`, which reads some that Go's regexp
+    refuses (`x++`, `a{1001}`); RE2, whose syntax Go's follows, is asked again. Anchored as
+    Prometheus anchors them."""
+    for selector in selectors_of(expr):
+        for label, op, value in selector.matchers:
+            if op in ("=~", "!~"):
+                try:
+                    re2.compile(f"^(?:{value})$", _RE2_QUIET)
+                except re2.error as exc:
+                    raw = exc.args[0] if exc.args else ""
+                    why = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+                    return f"error parsing regexp in {label}{op}{json.dumps(value)}: {why}"
+    return None
 
 
 def judge(expr: str, facts: Facts) -> Liveness:

@@ -14,7 +14,9 @@ Deliberate differences from rulefmt:
 - PromQL is parsed by `promql-parser` (the Rust port of Prometheus' own parser, tracking
   Prometheus 3): functions Prometheus 3 removed (`holt_winters`) are refused, its experimental
   ones (`limitk`, `info`) accepted; the error names the expression's position, not the offset in
-  it. Templates are parsed by `oncall.alerts.templates` (undefined variables and functions
+  it. Its regexes are Rust's: each `=~`/`!~` matcher is compiled again with RE2 (google-re2),
+  whose syntax Go's regexp follows, so `x++` or `a{1001}` are refused as Prometheus refuses
+  them. Templates are parsed by `oncall.alerts.templates` (undefined variables and functions
   refused, as Go's parser does).
 - A number or boolean where a string belongs (`severity: 1`, `expr: 1`) is read as its text,
   as Prometheus does. pyyaml reads YAML 1.1, so the rare `yes`, `on`, `1:30` or `0o10` become
@@ -43,6 +45,7 @@ from typing import Any
 import promql_parser
 
 from oncall.alerts.durations import parse_prom_duration
+from oncall.alerts.liveness import regex_error
 from oncall.alerts.prometheusrule import RuleDocument
 from oncall.alerts.templates import template_error
 from oncall.model.alerts import AlertRule
@@ -319,6 +322,9 @@ class RuleFileChecker:
                 promql_parser.parse(expr)
             except ValueError as exc:  # the parser's only error type
                 self.add((*path, "expr"), f"could not parse expression: {exc}")
+                return None
+            if (error := regex_error(expr)) is not None:
+                self.add((*path, "expr"), f"could not parse expression: {error}")
                 return None
         return expr
 
