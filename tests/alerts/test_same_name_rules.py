@@ -26,6 +26,7 @@ from oncall.alerts.engine import AlertEngine
 from oncall.alerts.loader import load_rule_files
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import RuleStatus
+from oncall.model.matchers import Selection
 from tests.harness.processes import wait_until
 from tests.harness.servers import RunningServer, prometheus_server
 
@@ -112,13 +113,17 @@ async def test_local_evaluation_and_the_board_agree_with_prometheus_on_every_rul
         local_statuses = await local.refresh()
         board = AlertEngine(prom, rules.rules, source="prometheus")
         board_statuses = await board.refresh()
+        # No local rules: every row is one Prometheus alone has (`alerts.from_prometheus`).
+        remote = AlertEngine(prom, [], from_prometheus=Selection())
+        remote_statuses = await remote.refresh()
     prometheus = _prometheus_active(_groups(server.url))
     assert len(local.local.states) == 139  # every rule evaluated, pairs included
     assert _ours(local_statuses) == prometheus
     assert _ours(board_statuses) == prometheus
+    assert _ours(remote_statuses) == prometheus
     # One row per group and name; a pair's row is its most urgent rule, not the last one.
-    assert len(local_statuses) == len(prometheus) == len(board_statuses)
-    for statuses in (local_statuses, board_statuses):
+    assert len(local_statuses) == len(prometheus) == len(board_statuses) == len(remote_statuses)
+    for statuses in (local_statuses, board_statuses, remote_statuses):
         rows = {(s.rule.group, s.rule.name): s for s in statuses}
         client = rows[("kubernetes-system-kubelet", CLIENT)]
         assert client.state == "firing" and client.rule.severity == "warning"
