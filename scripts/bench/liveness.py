@@ -126,6 +126,7 @@ async def measure(url: str, count: int, rounds: int) -> None:
         f"{statistics.median(busy_cpu) * 1000:.1f} ms); longest callback: median "
         f"{statistics.median(longest) * 1000:.1f} ms, max {max(longest) * 1000:.1f} ms"
     )
+    print("event-loop busy by round, ms: " + ", ".join(f"{b * 1000:.1f}" for b in busy))
     print(f"board refresh with verdicts known (annotate {count} statuses): {annotate_ms:.1f} ms")
 
 
