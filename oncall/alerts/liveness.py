@@ -32,6 +32,7 @@ import promql_parser as pp
 import re2
 
 from oncall.model.alerts import Liveness
+from oncall.probes.absence import alternates
 
 #: Functions whose range needs two samples to give a value.
 TWO_SAMPLES = frozenset({
@@ -42,9 +43,6 @@ TWO_SAMPLES = frozenset({
 ABSENCE = frozenset({"absent", "absent_over_time"})
 #: Functions whose value does not depend on any series.
 CONSTANT = frozenset({"vector", "time", "pi", "scalar"})
-#: Known renames between exporter versions and deployments: (prefix or suffix, its partner).
-PREFIXES = (("vllm:", "ray_vllm:"),)
-SUFFIXES = ("_total",)
 _RE2_QUIET = re2.Options()
 _RE2_QUIET.log_errors = False  # the error is reported as a problem, not logged to stderr
 #: At most this many label values are named in a reason.
@@ -252,17 +250,10 @@ def _duration(seconds: float) -> str:
 
 
 def alternatives(name: str) -> list[str]:
-    """Names the same metric has under another exporter version or deployment."""
-    found: list[str] = []
-    for suffix in SUFFIXES:
-        found.append(name.removesuffix(suffix) if name.endswith(suffix) else name + suffix)
-    for plain, other in PREFIXES:
-        for a, b in ((plain, other), (other, plain)):
-            if name.startswith(a) and not (a == plain and name.startswith(other)):
-                stem = b + name[len(a) :]
-                found.extend([stem, *(stem.removesuffix(s) if stem.endswith(s) else stem + s
-                                      for s in SUFFIXES)])  # fmt: skip
-    return [n for n in dict.fromkeys(found) if n != name]
+    """Names the same metric has under another exporter version or deployment: the known
+    renames of `oncall.probes.absence` (`_total`, Ray Serve's `ray_vllm:`), which the
+    checklist's missing-data reasons name too."""
+    return [other for other, _ in alternates(name)]
 
 
 def _why(selector: Selector, facts: Facts) -> str:
@@ -277,8 +268,8 @@ def _why(selector: Selector, facts: Facts) -> str:
         return ""
     name = selector.name
     if name and name not in facts.names:
-        others = [n for n in alternatives(name) if n in facts.names]
-        hint = f" (found {', '.join(others)})" if others else ""
+        found = [f"{other} — {why}" for other, why in alternates(name) if other in facts.names]
+        hint = f"; found {found[0]}" if found else ""
         return f"no series named {name}{hint}"
     emptied = []
     for label, op, value in selector.matchers:

@@ -55,7 +55,8 @@ groups:
 """
 HEALTHY = "VllmPreemptingTotal"
 REASONS = {
-    "VllmPreempting": "no series named vllm:num_preemptions (found vllm:num_preemptions_total)",
+    "VllmPreempting": "no series named vllm:num_preemptions; "
+    "found vllm:num_preemptions_total — the counter is named with _total",
     "VllmKvCacheFull": 'vllm:kv_cache_usage_perc{container="vllm"} matches nothing: '
     'container="vllm": values here are {kserve-container, queue-proxy}',
     "VllmSlowJobErrors": "rate(…[1m]) needs two samples; the scrape interval of vllm-slow is 1m",
@@ -226,12 +227,15 @@ def test_verdict_follows_the_expression() -> None:
     assert judge("a > 1", Facts(error="liveness not known: refused")).state == "unknown"
 
 
-def test_alternatives_are_known_renames() -> None:
+def test_alternatives_are_the_checklists_known_renames() -> None:
     assert alternatives("vllm:num_preemptions") == [
-        "vllm:num_preemptions_total", "ray_vllm:num_preemptions",
-        "ray_vllm:num_preemptions_total",
+        "ray_vllm:num_preemptions", "vllm:num_preemptions_total",
     ]  # fmt: skip
-    assert alternatives("ray_vllm:x_total") == ["ray_vllm:x", "vllm:x_total", "vllm:x"]
+    assert alternatives("ray_vllm:x_total") == ["vllm:x_total", "ray_vllm:x"]
+    ray = Facts(matched={"vllm:kv{}": frozenset()}, names=frozenset({"ray_vllm:kv"}))
+    assert judge("vllm:kv > 0.9", ray).reasons == (
+        "no series named vllm:kv; found ray_vllm:kv — a Ray Serve deployment?",
+    )
 
 
 def test_rules_check_prints_located_file_problems_and_exits_1(

@@ -75,7 +75,8 @@ async def test_silent_rows_say_why_and_are_not_inactive() -> None:
         assert rows["VllmSlowJobErrors"][2] == "cannot fire here"  # the When column
         assert rows["VllmPreemptingTotal"][2] == ""
         assert rows["VllmPreempting"][-1] == (
-            "cannot fire: no series named vllm:num_preemptions (found vllm:num_preemptions_total)"
+            "cannot fire: no series named vllm:num_preemptions; "
+            "found vllm:num_preemptions_total — the counter is named with _total"
         )
         assert "values here are {kserve-container, queue-proxy}" in rows["VllmKvCacheFull"][-1]
         assert rows["VllmPreemptingTotal"][-1] == ""
