@@ -8,6 +8,9 @@ Besides the local rules, the same answer lists every rule Prometheus evaluates t
 Prometheus' order, and keep their rows while Prometheus cannot be asked.
 When a source fails, the affected rules become `unknown` with the reason, and their last
 known instances are kept, marked stale since the first failure.
+Rules of one group that share a name (kube-prometheus' warning/critical pairs) are each
+evaluated (`local_eval` knows a rule by file, group, name and line) and make one row: every
+instance of theirs, each with its own rule's labels, under the rule in the most urgent state.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ Answer = tuple[
 #: A rule's range query for its sparkline is made at most this often (per rule). The app asks
 #: more often (`oncall.tui.app.HISTORY_ASK_EVERY_S`); the asks in between cost no request.
 HISTORY_QUERY_EVERY_S = 60.0
+#: Which of the rules sharing a row (same group and name) the row shows: the most urgent.
+_URGENCY = {"firing": 2, "pending": 1}
 HISTORY_SPAN_S = 3600.0
 HISTORY_POINTS = 60
 
@@ -113,12 +118,20 @@ class AlertEngine:
                 statuses[rule_key(rule)] = self._from_prometheus(rule, None, prom_error, now)
         if by_local:
             local = await self.local.evaluate(self.prom, by_local, now)
+            urgency: dict[RuleKey, int] = {}
             for rule in by_local:
-                statuses[rule_key(rule)] = self._from_local(rule, local.get(rule.name, []), now)
+                # Rules of one group and name (a warning/critical pair) are one row with all
+                # their instances, each with its own rule's labels; the row is the rule in the
+                # most urgent state, so a firing warning is not shown as an inactive critical.
+                key, own = rule_key(rule), _URGENCY.get(self.local.state_of(rule).state, 0)
+                if key not in urgency or own > urgency[key]:
+                    urgency[key] = own
+                    statuses[key] = self._from_local(rule, local.get(rule.name, []), now)
         self.last.update(statuses)
         self.warnings = self.prom.take_warnings()
         self.error = prom_error
-        return [statuses[rule_key(rule)] for rule in [*self.rules, *self.remote]]
+        keys = dict.fromkeys(rule_key(rule) for rule in [*self.rules, *self.remote])
+        return [statuses[key] for key in keys]
 
     def _from_groups(
         self, groups: list[dict[str, Any]], now: float, retired: list[RuleStatus]
@@ -133,8 +146,14 @@ class AlertEngine:
         statuses: dict[RuleKey, RuleStatus] = {}
         for rule in self.rules:
             if self._source_of(rule, deployed, None) == "prometheus":
-                found = deployed.get(rule.name)
-                statuses[rule_key(rule)] = self._from_prometheus(rule, found, None, now)
+                # Every rule of its group and name (a warning/critical pair), else by name.
+                same = by_key.get(rule_key(rule))
+                found = merged(same) if same else deployed.get(rule.name)
+                key = rule_key(rule)
+                # The row is the local rule Prometheus' most urgent one is (by its labels).
+                if key in statuses and found and found.get("labels") != rule.labels:
+                    continue
+                statuses[key] = self._from_prometheus(rule, found, None, now)
         for rule in remote:
             raws = by_key.get(rule_key(rule))
             found = merged(raws) if raws else None

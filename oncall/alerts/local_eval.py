@@ -211,8 +211,10 @@ class LocalRuleState:
         )
 
 
-def _identity(rule: AlertRule) -> tuple[str, str, str]:
-    return (rule.file, rule.group, rule.name)
+def _identity(rule: AlertRule) -> tuple[str, str, str, int]:
+    """A rule's identity: its file, group and position (its line), never its name alone:
+    kube-prometheus' warning/critical pairs share a group and a name (issue 28)."""
+    return (rule.file, rule.group, rule.name, rule.line)
 
 
 BATCH_LABEL = "oncall_rule_index"
@@ -248,14 +250,14 @@ def _reason(exc: BackendError) -> str:
 
 
 class LocalEvaluator:
-    """A `LocalRuleState` per rule (by file, group and name), evaluated together.
+    """A `LocalRuleState` per rule (by file, group, name and line), evaluated together.
 
     A rule whose definition changes (new `for`, labels) keeps its active instances, as
     Prometheus does on a reload; rules no longer passed in are forgotten.
     """
 
     def __init__(self) -> None:
-        self.states: dict[tuple[str, str, str], LocalRuleState] = {}
+        self.states: dict[tuple[str, str, str, int], LocalRuleState] = {}
 
     def state_of(self, rule: AlertRule) -> LocalRuleState:
         """The state kept for a rule, created on first use."""
@@ -273,7 +275,8 @@ class LocalEvaluator:
         All expressions go in one query (`batch_expression`); when Prometheus rejects it, the
         rules are asked one by one so that a broken expression fails only its own rule.
         Returns instances by rule name (an empty list: inactive). Rules sharing a name (the
-        same alert in two groups) share one list, as they share `alertname` in Prometheus.
+        same alert in two groups, or a warning/critical pair in one) share one list, as they
+        share `alertname` in Prometheus; each instance carries its own rule's labels.
         """
         at = time.time() if now is None else now
         unique = list({_identity(rule): rule for rule in rules}.values())

@@ -7,9 +7,11 @@ engine already makes, so listing them costs no request. Thanos Query and Mimir (
 alerting rule with `name`, `query`, `duration`, `labels`, `annotations` and `alerts`.
 
 A rule is known by its group and name: the rules of one group with the same name (Prometheus
-allows them; kube-prometheus has `KubeAPIErrorBudgetBurn` four times with different windows)
-are one row whose instances are all of theirs. A local rule of the same name is that row, its
-file giving the runbook and the position.
+allows them; kube-prometheus has `KubeAPIErrorBudgetBurn` four times with different windows,
+and warning/critical pairs) are one row whose instances are all of theirs, each carrying its
+own rule's labels as Prometheus reports them; the row's own fields (severity, expression) are
+those of the rule in the most urgent state (firing, then pending, then the first). A local
+rule of the same name is that row, its file giving the runbook and the position.
 """
 
 from __future__ import annotations
@@ -48,12 +50,17 @@ def deployed_by_key(groups: list[dict[str, Any]]) -> dict[RuleKey, list[dict[str
     return found
 
 
+_URGENCY = {"firing": 2, "pending": 1}
+
+
 def merged(rules: list[dict[str, Any]]) -> dict[str, Any]:
-    """One rule object for several of the same group and name: the first one's fields, every
-    one's alerts, the latest evaluation, the first error."""
+    """One rule object for several of the same group and name: the fields of the one in the
+    most urgent state (the first of those), every one's alerts, the latest evaluation, the
+    first error."""
     if len(rules) == 1:
         return rules[0]
-    first = dict(rules[0])
+    urgent = max(rules, key=lambda r: _URGENCY.get(str(r.get("state")), 0))
+    first = dict(urgent)
     first["alerts"] = [a for r in rules for a in (r.get("alerts") or [])]
     first["lastEvaluation"] = max(str(r.get("lastEvaluation") or "") for r in rules)
     bad = next((r for r in rules if r.get("health") == "err"), None)

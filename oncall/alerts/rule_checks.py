@@ -11,8 +11,13 @@ label; `record` a valid metric name.
 Duplicate alert names in a group are allowed, as in Prometheus (they become separate rules).
 
 Deliberate differences from rulefmt:
-- PromQL is not parsed; `promtool check rules` remains the reference for expressions. Templates
-  are only checked for an opened `{{` that is never closed.
+- PromQL is parsed by `promql-parser` (the Rust port of Prometheus' own parser, tracking
+  Prometheus 3): functions Prometheus 3 removed (`holt_winters`) are refused, its experimental
+  ones (`limitk`, `info`) accepted; the error names the expression's position, not the offset in
+  it. Its regexes are Rust's: each `=~`/`!~` matcher is compiled again with RE2 (google-re2),
+  whose syntax Go's regexp follows, so `x++` or `a{1001}` are refused as Prometheus refuses
+  them. Templates are parsed by `oncall.alerts.templates` (undefined variables and functions
+  refused, as Go's parser does).
 - A number or boolean where a string belongs (`severity: 1`, `expr: 1`) is read as its text,
   as Prometheus does. pyyaml reads YAML 1.1, so the rare `yes`, `on`, `1:30` or `0o10` become
   "true", "true", "5400" and "8" here where Prometheus keeps the text: quote such values.
@@ -37,7 +42,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import promql_parser
+
 from oncall.alerts.durations import parse_prom_duration
+from oncall.alerts.liveness import regex_error
 from oncall.alerts.prometheusrule import RuleDocument
 from oncall.alerts.templates import template_error
 from oncall.model.alerts import AlertRule
@@ -292,6 +300,7 @@ class RuleFileChecker:
                 group=group.name,
                 file=self.file,
                 line=self.doc.key_at[(*path, "alert")].line,
+                col=self.doc.key_at[(*path, "alert")].col,
                 for_s=(for_s or 0.0) * self.for_scale,
                 keep_firing_for_s=(keep_s or 0.0) * self.for_scale,
                 labels={**group.labels, **labels},  # rule labels override group labels
@@ -308,6 +317,15 @@ class RuleFileChecker:
         if expr is not None and not expr.strip():
             self.add((*path, "expr"), "expr is empty")
             return None
+        if expr is not None:
+            try:
+                promql_parser.parse(expr)
+            except ValueError as exc:  # the parser's only error type
+                self.add((*path, "expr"), f"could not parse expression: {exc}")
+                return None
+            if (error := regex_error(expr)) is not None:
+                self.add((*path, "expr"), f"could not parse expression: {error}")
+                return None
         return expr
 
     def _recording(self, path: KeyPath, raw: dict[Any, Any]) -> None:

@@ -81,11 +81,19 @@ class Template:
         return "".join(out)
 
 
-def _tokens(text: str, base: int) -> list[Command]:
+#: The variables Prometheus' prelude declares (rules/alerting.go), and Go's `$` (the data).
+_PRELUDE = frozenset({"$", "$labels", "$value", "$externalLabels"})
+
+
+def _tokens(text: str, base: int, declared: list[set[str]]) -> list[Command]:
+    """The commands of a pipeline; a variable not in `declared` (the scopes open here) is
+    refused as Go's parser refuses it: `undefined variable "$label"`."""
     commands: list[Command] = [[]]
     for hit in _TOKEN.finditer(text):
         kind = hit.lastgroup or "other"
         token = _Token(kind, hit.group(kind), base + hit.start(kind))
+        if kind == "var" and not any(token.text.split(".")[0] in names for names in declared):
+            raise TemplateError(f'undefined variable "{token.text.split(".")[0]}"', token.offset)
         if kind == "pipe":
             commands.append([])
         elif kind == "other":
@@ -111,6 +119,7 @@ def parse(source: str) -> Template:
     """Parse `source`; TemplateError (with the offset) for what this subset cannot expand."""
     root: list[_Node] = []
     stack: list[tuple[_Node, bool, int]] = []  # open block, in its else branch, offset
+    declared: list[set[str]] = [set(_PRELUDE)]  # variable scopes: the root, one per block
 
     def body() -> list[_Node]:
         if not stack:
@@ -130,7 +139,7 @@ def parse(source: str) -> Template:
             body().append(_Node(text=literal))
         trim_next = bool(hit.group(3))
         pos = hit.end()
-        _action(hit.group(2).strip(), hit.start(2), hit.start(), body(), stack)
+        _action(hit.group(2).strip(), hit.start(2), hit.start(), body(), stack, declared=declared)
     if stack:
         raise TemplateError("an {{ if }} or {{ with }} without its {{ end }}", stack[-1][2])
     rest = source[pos:]
@@ -144,16 +153,23 @@ def parse(source: str) -> Template:
 
 
 def _action(
-    inner: str, at: int, start: int, body: list[_Node], stack: list[tuple[_Node, bool, int]]
+    inner: str,
+    at: int,
+    start: int,
+    body: list[_Node],
+    stack: list[tuple[_Node, bool, int]],
+    *,
+    declared: list[set[str]],
 ) -> None:
     """One `{{ … }}` of `parse`: appended to `body`, or opening / closing a block."""
     word = inner.split(maxsplit=1)[0] if inner else ""
     if inner.startswith("/*") and inner.endswith("*/"):
         return
     if word in ("if", "with"):
-        node = _Node(block=word, pipeline=_tokens(inner[len(word) :], at + len(word)))
+        node = _Node(block=word, pipeline=_tokens(inner[len(word) :], at + len(word), declared))
         body.append(node)
         stack.append((node, False, start))
+        declared.append(set())  # what the block declares ends with it, as in Go
     elif word == "else":
         if not stack or stack[-1][1] or inner != "else":
             raise TemplateError("an {{ else }} without its {{ if }} or {{ with }}", at)
@@ -162,15 +178,20 @@ def _action(
         if not stack:
             raise TemplateError("an {{ end }} without its {{ if }} or {{ with }}", at)
         stack.pop()
+        declared.pop()
     elif word in ("range", "template", "define", "block", "break", "continue"):
         raise TemplateError(f"{{{{ {word} }}}} is not supported in rule templates here", at)
     elif (assign := re.match(r"(\$[A-Za-z0-9_]+)\s*:?=\s*", inner)) is not None:
         rest = inner[assign.end() :]
-        body.append(_Node(pipeline=_tokens(rest, at + assign.end()), assign=assign.group(1)))
+        pipeline = _tokens(rest, at + assign.end(), declared)
+        if ":=" not in inner[: assign.end()] and not any(assign.group(1) in n for n in declared):
+            raise TemplateError(f'undefined variable "{assign.group(1)}"', at)
+        declared[-1].add(assign.group(1))
+        body.append(_Node(pipeline=pipeline, assign=assign.group(1)))
     elif not inner:
         raise TemplateError("an empty action {{ }}", at)
     else:
-        body.append(_Node(pipeline=_tokens(inner, at)))
+        body.append(_Node(pipeline=_tokens(inner, at, declared)))
 
 
 def _value(token: _Token, dot: object, scope: Mapping[str, object]) -> object:

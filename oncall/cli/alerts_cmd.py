@@ -15,6 +15,12 @@ reports, with `evaluation failed: LASTERROR` as its note (`health`, `last_error`
 Warnings beside an answer (Thanos with a store down) are printed as notes (`warnings` in JSON)
 and change nothing else.
 
+A rule that cannot fire here (`alerts.liveness`: its metric or label values do not exist, its
+rate window is under two scrape intervals) shows `SILENT` where it would show `INACTIVE`,
+with the reason as its note, and `liveness` (`state`: live, silent or unknown, `reasons`) in
+`-o json`, where `state` stays Prometheus' own ("inactive"). It changes no exit code:
+`oncall rules check` is the command for CI.
+
 Exit codes: 1 when an alert fires, 3 when any alert's state is not known because of the
 backend (unreachable, 401/403 "auth", an HTML login page or other "bad payload": a script must
 never read "all well" then) or Prometheus' rules could not be read while
@@ -41,6 +47,7 @@ from oncall.model.matchers import MatcherError, Selection, parse_selection, stat
 from oncall.redaction import redact
 from oncall.service.acks import AckView
 from oncall.service.alerts import AlertsReport, alert_engine
+from oncall.service.liveness import LivenessView
 from oncall.service.routing import alertmanager_view
 
 if TYPE_CHECKING:
@@ -86,8 +93,10 @@ def render_table(report: AlertsReport) -> str:
     header += ("ALERTMANAGER",) if am else ()
     rows: list[tuple[str, ...]] = [header]
     for s in report.statuses:
-        note = s.error or ""
-        row = (s.rule.name, s.rule.severity, s.state.upper(), _value(s.value, s.rule.unit),
+        silent = s.silent and s.liveness is not None
+        note = s.error or (s.liveness.text if silent and s.liveness else "")
+        state = "SILENT" if silent else s.state.upper()
+        row = (s.rule.name, s.rule.severity, state, _value(s.value, s.rule.unit),
                when(s, now), s.source, note[:60])  # fmt: skip
         rows.append((*row, (s.routing.text() if s.routing else "")[:60]) if am else row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -173,6 +182,9 @@ def render_json(report: AlertsReport) -> str:
             "file": f"{s.rule.file}:{s.rule.line}" if s.rule.line else s.rule.file,
             "instances": [_instance(i) for i in s.instances],
             "alertmanager": rule_routing_json(s.routing),
+            "liveness": None
+            if s.liveness is None
+            else {"state": s.liveness.state, "reasons": list(s.liveness.reasons)},
         }
         for s in report.statuses
     ]
@@ -224,7 +236,13 @@ async def _run(args: argparse.Namespace) -> int:
     acks = AckView.from_settings(settings, grace=None) if view.enabled else None
     try:
         async with alert_engine(settings) as engine:
-            return await _loop(args, settings, engine, view, selection, acks=acks)
+            liveness = LivenessView(engine.prom, every_s=settings.alerts.liveness, wait=True)
+            try:
+                return await _loop(
+                    args, settings, engine, view, selection, acks=acks, liveness=liveness
+                )
+            finally:
+                await liveness.aclose()
     finally:
         await view.aclose()
         if acks is not None:
@@ -239,6 +257,7 @@ async def _loop(
     selection: Selection,
     *,
     acks: AckView | None = None,
+    liveness: LivenessView | None = None,
 ) -> int:
     while True:
         now = time.time()
@@ -248,6 +267,9 @@ async def _loop(
         every = await view.annotate(await engine.refresh(now))
         if acks is not None:
             every = await acks.annotate(every)
+        # Not when Prometheus did not answer: the round would wait out the same timeouts.
+        if liveness is not None and engine.error is None and not any(s.unreachable for s in every):
+            every = await liveness.annotate(every)
         statuses = [s for s in every if status_matches(selection, s)]
         # Without Prometheus' rules the ones only it has are missing (when any are listed).
         listing = engine.error is not None and engine.from_prometheus is not None

@@ -130,6 +130,23 @@ def _outside_selectors(expr: str) -> str:
     return "".join(char for _, char, depth in _code(expr, "[{", "]}") if depth == 0)
 
 
+LivenessState = Literal["live", "silent", "unknown"]
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """Whether a rule can fire here (`oncall.alerts.liveness`): `live`, `silent` (it cannot:
+    its metric or label values do not exist, or its window is under the scrape interval;
+    `reasons` say which) or `unknown` (Prometheus could not be asked: `reasons`)."""
+
+    state: LivenessState
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return "; ".join(self.reasons)
+
+
 @dataclass(frozen=True)
 class AlertRule:
     """One alerting rule of a Prometheus rule file, located in its file.
@@ -148,6 +165,8 @@ class AlertRule:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     group_interval_s: float | None = None
+    #: The column of its `alert:` key (0: not known); not part of its identity.
+    col: int = field(default=0, compare=False)
 
     @property
     def severity(self) -> str:
@@ -231,6 +250,18 @@ class RuleStatus:
     #: the state is still Prometheus' own. None for a rule evaluated here.
     health: str | None = None
     last_error: str | None = None
+    #: Whether the rule can fire here (None: not checked); see `oncall.alerts.liveness`.
+    liveness: Liveness | None = None
+
+    @property
+    def silent(self) -> bool:
+        """Inactive because it cannot fire here (its metric is missing…): not a healthy
+        "inactive". A rule that fires or is pending is never silent."""
+        return (
+            self.state == "inactive"
+            and self.liveness is not None
+            and (self.liveness.state == "silent")
+        )
 
     @property
     def key(self) -> str:

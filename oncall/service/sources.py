@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from oncall.model.checklist_events import ChecklistEvent
     from oncall.probes.context import ProbeContext
     from oncall.service.acks import AckView
+    from oncall.service.liveness import LivenessView
     from oncall.service.routing import AlertmanagerView
 
 __all__ = ["AlertsSource", "ChecklistRunner", "LiveAlerts", "LiveChecklists", "NoRunbook"]
@@ -87,6 +88,7 @@ class LiveAlerts:
         self._engine: AlertEngine | None = None
         self.alertmanager: AlertmanagerView | None = None  # made with the engine
         self.acks: AckView | None = None  # the team's acknowledgements, with it
+        self.liveness: LivenessView | None = None  # whether each rule can fire, with it
 
     async def refresh(self) -> list[RuleStatus]:
         if self._engine is None:
@@ -100,6 +102,12 @@ class LiveAlerts:
 
             await add_cluster_rules(engine, self.settings)  # alerts.prometheus_rules: cluster
             self._engine = engine
+            from oncall.service.liveness import LivenessView
+
+            # In the background every alerts.liveness: the board never waits for it.
+            liveness = LivenessView(engine.prom, every_s=self.settings.alerts.liveness, wait=False)
+            self.liveness = liveness
+            self._stack.push_async_callback(liveness.aclose)
             self.alertmanager = _alertmanager_view(self.settings)
             self._stack.push_async_callback(self.alertmanager.aclose)
             if self.alertmanager.enabled:  # acks are shown beside Alertmanager's routing
@@ -107,12 +115,16 @@ class LiveAlerts:
                 self._stack.push_async_callback(self.acks.aclose)
         view, acks = self.alertmanager, self.acks
         if view is None:
-            return await self._engine.refresh()
+            return await self._alive(await self._engine.refresh())
         view.start()  # beside Prometheus' request, not after it
         if acks is not None:
             acks.start()
         statuses = await view.annotate(await self._engine.refresh())
-        return statuses if acks is None else await acks.annotate(statuses)
+        return await self._alive(statuses if acks is None else await acks.annotate(statuses))
+
+    async def _alive(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
+        """Each status with its rule's liveness, as of the latest round done."""
+        return statuses if self.liveness is None else await self.liveness.annotate(statuses)
 
     def warnings(self) -> tuple[str, ...]:
         return () if self._engine is None else tuple(self._engine.warnings)
@@ -198,7 +210,9 @@ def _open_engine(settings: Settings) -> AlertEngine:
     engine brings httpx (~0.2 s of imports on two cores), which the first frame does not need.
     """
     from oncall.service.alerts import open_alert_engine
+    from oncall.service.liveness import LivenessView  # promql-parser too: here, not on the loop
 
+    del LivenessView
     return open_alert_engine(settings)
 
 

@@ -191,6 +191,13 @@ class AlertsSettings(Section):
         description="How long an acknowledgement (`a`, `oncall ack`) lasts unless its alert "
         "resolves first.",
     )
+    liveness: Duration = Field(
+        300.0,
+        ge=0,
+        description="How often each rule is checked for whether it can fire here (its metrics "
+        "and label values exist, its rate windows hold two scrapes): a few batched queries "
+        "for all rules; 0: never.",
+    )
 
     @field_validator("from_prometheus")
     @classmethod

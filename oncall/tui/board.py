@@ -30,6 +30,7 @@ from oncall.tui.format import (
     alert_value,
     duration,
     short_age,
+    shown_state,
     sparkline,
 )
 from oncall.tui.messages import OpenIncident, RefreshAlerts, RerunChecklist
@@ -101,6 +102,8 @@ def when(status: RuleStatus, now: float) -> str:
         return f"fires in {duration(status.fires_in_s)}"
     if status.state == "firing" and status.firing_for_s is not None:
         return f"firing for {duration(status.firing_for_s)}"
+    if status.silent:  # in sight at 80 columns; the note (and the incident) say why
+        return "cannot fire here"
     return ""
 
 
@@ -108,13 +111,15 @@ def note(status: RuleStatus, now: float) -> str:
     """Staleness and errors: 'stale 2m: prometheus at …: refused'."""
     if status.stale_since is not None:
         return f"stale {short_age(now - status.stale_since)}: {status.error or 'no answer'}"
+    if status.silent and status.liveness is not None:
+        return f"cannot fire: {status.liveness.text}"
     return status.error or ""
 
 
 def _warns(status: RuleStatus) -> bool:
     """The note is a warning: a stale state, or a rule whose evaluation failed (its state
     is still Prometheus' own, so the state cell keeps its colour)."""
-    return status.stale_since is not None or status.health == "err"
+    return status.stale_since is not None or status.health == "err" or status.silent
 
 
 #: The findings colour of a run that ended without results, by why.
@@ -204,7 +209,7 @@ class BoardScreen(Screen[None]):
     # -- rendering -------------------------------------------------------------------------
 
     def cells(self, status: RuleStatus, now: float) -> tuple[Cell, ...]:
-        state = status.state
+        state = shown_state(status)
         run = self.book.runs.get(status.key)
         findings = run.findings() if run is not None else ""
         colour = findings_colour(run) if run is not None else None
@@ -306,7 +311,8 @@ class BoardScreen(Screen[None]):
         else:
             counts = book.counts()
             parts = [f"{len(book.statuses)} alerts"]
-            parts += [f"{counts[s]} {s}" for s in ("firing", "pending", "unknown") if counts.get(s)]
+            shown = ("firing", "pending", "unknown", "silent")
+            parts += [f"{counts[s]} {s}" for s in shown if counts.get(s)]
             parts.append(f"refreshed {duration(self.clock() - book.refreshed_at)} ago")
             if book.refresh_error:
                 parts.append(f"last refresh failed: {book.refresh_error}")

@@ -8,16 +8,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-#: Alert states: the symbol says it without colour.
-STATE_SYMBOL = {"firing": "●", "pending": "◐", "inactive": "○", "unknown": "?"}
+if TYPE_CHECKING:
+    from oncall.model.alerts import RuleStatus
+
+#: Alert states: the symbol says it without colour. `silent`: inactive because it cannot fire
+#: here (`RuleStatus.silent`), never shown as a healthy inactive.
+STATE_SYMBOL = {"firing": "●", "pending": "◐", "inactive": "○", "unknown": "?", "silent": "◌"}
 #: Theme variable of each alert state's colour.
 STATE_COLOUR = {
     "firing": "error",
     "pending": "warning",
     "inactive": "success",
     "unknown": "primary",
+    "silent": "warning",
 }
+
+
+def shown_state(status: RuleStatus) -> str:
+    """The state a screen shows: `silent` for an inactive rule that cannot fire here."""
+    return "silent" if status.silent else status.state
+
 
 #: Step states: the checklist's statuses, plus `queued` (planned, not begun) and `running`.
 STEP_SYMBOL = {

@@ -43,6 +43,7 @@ from oncall.tui.format import (
     duration,
     number,
     params_text,
+    shown_state,
 )
 from oncall.tui.instances import InstancesPanel, first_instance
 from oncall.tui.messages import RerunChecklist
@@ -179,13 +180,15 @@ class IncidentScreen(Screen[None]):
         status = self.book.statuses.get(self.alert)
         if status is None:
             return Text(f"{self.alert}  (no state yet)", end="")
-        state = status.state
+        state = shown_state(status)
         text = styled(self.app, f"{STATE_SYMBOL[state]} {state}", STATE_COLOUR[state], bold=True)
         parts = [self.alert, status.rule.severity]
         if status.value is not None:
             rule = status.rule
             parts.append(f"value {alert_value(status.value, rule.threshold, rule.unit)}")
         parts.append(when(status, self.clock()))
+        if status.silent and status.liveness is not None:
+            parts.append(f"cannot fire here: {status.liveness.text}")
         text.append("  " + "  ".join(p for p in parts if p))
         return text
 

@@ -227,4 +227,6 @@ class AlertBook:
         counts: dict[str, int] = {}
         for status in self.statuses.values():
             counts[status.state] = counts.get(status.state, 0) + 1
+            if status.silent:  # counted among the inactive and on its own
+                counts["silent"] = counts.get("silent", 0) + 1
         return counts

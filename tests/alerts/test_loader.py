@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from oncall.alerts.durations import parse_prom_duration
 from oncall.alerts.loader import load_rule_files
@@ -92,6 +93,31 @@ EXPECTED: dict[str, list[str]] = {
         '1:1: version: unknown field "version" (a rule file has only groups)'
     ],
     "yaml-syntax.yaml": ["7:1: YAML syntax error: found unexpected end of stream"],
+    # Issue 28: what Prometheus refuses and an earlier loader let through.
+    "promql-syntax.yaml": [
+        "5:15: groups.0.rules.0.expr: could not parse expression: unclosed left parenthesis"
+    ],
+    "promql-type.yaml": [
+        "5:15: groups.0.rules.0.expr: could not parse expression: "
+        "expected type matrix in call to function 'rate', got vector"
+    ],
+    "promql-bad-regex.yaml": [
+        "5:15: groups.0.rules.0.expr: could not parse expression: illegal regex for vllm("
+    ],
+    # Rust's regex reads `vllm++`; Go's (and RE2) refuse it.
+    "promql-go-regex.yaml": [
+        "5:15: groups.0.rules.0.expr: could not parse expression: "
+        'error parsing regexp in job=~"vllm++": bad repetition operator: ++'
+    ],
+    "undefined-template-variable.yaml": [
+        "7:20: groups.0.rules.0.annotations.summary: "
+        'undefined variable "$label" (at offset 2 of the template)'
+    ],
+    "undefined-template-function.yaml": [
+        "7:17: groups.0.rules.0.labels.team: "
+        'function "nosuchfunc" not defined (at offset 16 of the template)'
+    ],
+    "duplicate-label-key.yaml": ["8:11: groups.0.rules.0.labels.severity: duplicate key"],
     "several.yaml": [
         f'10:14: groups.0.rules.1.for: invalid duration "5 m": {_HINT}',
         '11:17: groups.0.rules.2.record: invalid metric name "bad name": '
@@ -302,3 +328,65 @@ def test_files_prometheus_accepts_load_like_prometheus() -> None:
     if PROMTOOL is not None:
         for path in sorted(LENIENT.iterdir()):
             assert _promtool_check(path).returncode == 0, path
+
+
+ACCEPTED = FIXTURES / "accepted"
+REPO = Path(__file__).resolve().parents[2]
+KUBE_PROMETHEUS = REPO / "fixtures" / "rules" / "kube-prometheus"
+
+
+def _accepted_corpus(tmp_path: Path) -> list[Path]:
+    """Files Prometheus accepts: the crafted ones, the shipped packs and kube-prometheus'
+    rule groups (each PrometheusRule's spec written out as the rule file Prometheus reads)."""
+    files = sorted(ACCEPTED.iterdir()) + sorted((REPO / "alerts").glob("*.yaml"))
+    for source in sorted(KUBE_PROMETHEUS.glob("*.yaml")):
+        spec = yaml.safe_load(source.read_text(encoding="utf-8"))["spec"]
+        plain = tmp_path / source.name
+        plain.write_text(yaml.safe_dump(spec), encoding="utf-8")
+        files.append(plain)
+    return files
+
+
+@needs_promtool
+def test_every_file_promtool_accepts_oncall_accepts(tmp_path: Path) -> None:
+    """Issue 28: the loader is as strict as Prometheus, no stricter: each file of the corpus
+    passes `promtool check rules` and loads with no problem, every alerting rule kept."""
+    files = _accepted_corpus(tmp_path)
+    assert len(files) >= 12
+    for path in files:
+        done = _promtool_check(path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        loaded = load_rule_files([path])
+        assert loaded.problems == [], path
+        alerting = sum(
+            "alert" in rule
+            for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
+            for rule in group["rules"]
+        )
+        assert len(loaded.rules) == alerting, path
+
+
+def test_a_rule_file_of_several_mib_loads_and_a_larger_one_names_the_setting(
+    tmp_path: Path,
+) -> None:
+    """Teams keep MiB-sized rule files (a real one is 1.2 MB): one of ~1.9 MB loads; past the
+    bound (`limits.max_file_bytes`, 8 MiB) the file is refused, naming that setting."""
+    rule = (
+        "      - alert: Rule{n}\n"
+        '        expr: sum by (instance) (rate(vllm:num_preemptions_total{{job="vllm-{n}"}}[5m]))'
+        " > 0\n"
+        "        labels: {{severity: warning}}\n"
+        '        annotations: {{summary: "{{{{ $labels.instance }}}} preempts"}}\n'
+    )
+    body = "groups:\n  - name: big\n    rules:\n" + "".join(rule.format(n=n) for n in range(9000))
+    big = tmp_path / "big.yaml"
+    big.write_text(body, encoding="utf-8")
+    assert 1_500_000 < big.stat().st_size < 8 * 1_048_576
+    loaded = load_rule_files([big])
+    assert loaded.problems == []
+    assert len(loaded.rules) == 9000
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(body * 5, encoding="utf-8")  # 9.8 MB
+    [problem] = load_rule_files([huge]).problems
+    assert (problem.line, problem.col) == (1, 1)
+    assert "limits.max_file_bytes" in problem.message

@@ -110,9 +110,10 @@ def test_oncall_alerts_against_mimir_lists_its_rules_with_their_states(
     assert states == {"QueueDeep": "firing", **_recorded_states(MIMIR_RULES)}
     sources = {a["name"]: a["source"] for a in body["alerts"]}
     assert sources.pop("QueueDeep") == "local" and set(sources.values()) == {"prometheus"}
-    # Both requests (rules, then the local rule's query) below the prefix, with the tenant.
+    # Every request (rules, the local rule's query, and the rule liveness round's targets
+    # and queries: issue 28) below the prefix, with the tenant.
     assert {r.path for r in mimir.requests} == {
-        "/prometheus/api/v1/rules", "/prometheus/api/v1/query",
+        "/prometheus/api/v1/rules", "/prometheus/api/v1/query", "/prometheus/api/v1/targets",
     }  # fmt: skip
     assert all(r.headers.get("x-scope-orgid") == TENANT for r in mimir.requests)
     # The tenant is a header value, so a secret: on no output.
@@ -170,8 +171,9 @@ def test_thanos_partial_answer_is_used_and_its_warning_shown_as_a_note(
     }  # fmt: skip
     # Thanos adds the store's external labels to each rule (the replica label deduplicated).
     assert alerts["PodsHot"]["labels"] == {"cluster": "eu-1", "severity": "warning", "team": "llm"}
+    # The rules, the local rule's query, and the rule liveness round (issue 28).
     assert {r.path.removeprefix("/thanos") for r in thanos.requests} == {
-        "/api/v1/rules", "/api/v1/query",
+        "/api/v1/rules", "/api/v1/query", "/api/v1/targets",
     }  # fmt: skip
 
 

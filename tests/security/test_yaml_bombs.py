@@ -123,7 +123,7 @@ def test_a_10_mb_file_is_refused_before_it_is_parsed(
         problems = exc.problems
     else:
         problems = getattr(result, "problems")  # noqa: B009 - LoadResult and RuleSet alike
-    _one_located(problems, str(path), "file larger than 1,048,576 bytes")
+    _one_located(problems, str(path), "file larger than 8,388,608 bytes (limits.max_file_bytes)")
 
 
 def test_the_size_limit_is_a_setting_and_bounds_runbooks_and_rules(tmp_path: Path) -> None:
