@@ -300,7 +300,9 @@ async def verify_anchored(
     lines, head, head_problem = await asyncio.to_thread(log.snapshot)
     report = verify_lines(lines, head, head_problem, log.head_path)
     if not stream or client is None:
-        return replace(report, anchor="none: audit.redis_stream is off, the local chain only")
+        # Never "OK" on the local chain alone (issue 29): who can write the file can rewrite
+        # it so that it checks out; without the Stream nothing outside the file says otherwise.
+        return replace(report, incomplete_check="audit.redis_stream is off: no team anchor")
     try:
         state = await read_stream(client, stream)
     except BackendError as exc:

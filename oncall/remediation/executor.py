@@ -52,11 +52,11 @@ from oncall.model.write_path import (
 from oncall.remediation import registry
 from oncall.remediation.action import TargetChanged
 from oncall.remediation.approval import ApprovalConfirm, approval_record, decide
-from oncall.remediation.audit_mirror import mirror_record
+from oncall.remediation.audit_mirror import anchor_record, mirror_record
 from oncall.remediation.audit_trail import Log, Run
 from oncall.remediation.clients import Clients
 from oncall.remediation.context_guard import cluster_of, context_refusal, stamped
-from oncall.remediation.guards import read_only_guard
+from oncall.remediation.guards import anchor_guard, read_only_guard, two_person_note
 from oncall.remediation.lease import TargetLease, holder_identity
 from oncall.remediation.policy import APPROVAL_TIMEOUT_S, Guards
 from oncall.remediation.preconditions import dry_run_refusal, recheck
@@ -149,8 +149,10 @@ class Remediator:
     # -- audit -----------------------------------------------------------------------------
 
     async def _record(
-        self, run: Run, transition: str, *, mirror: bool = True, **fields: Any
+        self, run: Run, transition: str, *, mirror: bool | None = True, **fields: Any
     ) -> dict[str, Any]:
+        """Append one record, then copy it (`mirror` None: as an Event only, its Stream copy
+        is the caller's, who must know it was made: `_anchor_started`)."""
         plan = run.plan
         # The append fsyncs: in a thread, so the caller's loop (the app's) keeps answering.
         record = await asyncio.to_thread(
@@ -165,12 +167,12 @@ class Remediator:
             **fields,
         )
         run.records.append(record)
-        if mirror:
-            await self._mirror(record, plan)
+        if mirror is not False:
+            await self._mirror(record, plan, stream=mirror is True)
         return record
 
-    async def _mirror(self, record: dict[str, Any], plan: Plan) -> None:
-        problem = await mirror_record(self.clients, record, plan, self.holder)
+    async def _mirror(self, record: dict[str, Any], plan: Plan, *, stream: bool = True) -> None:
+        problem = await mirror_record(self.clients, record, plan, self.holder, stream=stream)
         if problem is not None:
             self.mirror_errors.append(problem)
 
@@ -184,7 +186,11 @@ class Remediator:
     async def preview(self, plan: Plan) -> Preview:
         """Dry run and every guard's verdict, before anyone is asked to confirm."""
         dry_run: Any
-        verdicts = [read_only_guard(self.settings, flag=self.read_only_flag), *plan.checks]
+        verdicts = [
+            read_only_guard(self.settings, flag=self.read_only_flag),
+            anchor_guard(self.settings),
+            *plan.checks,
+        ]
         try:
             dry_run = await registry.action_named(plan.action).dry_run(plan, self.clients)
         except BackendError as exc:
@@ -233,8 +239,12 @@ class Remediator:
             evidence=self.evidence,
             # The notes too: the record is of the preview the person confirms on (secrets in
             # them are masked by the log, as everywhere in a record).
+            # The anchor and the two-person policy too: a rule switched off (`--set
+            # guards.two_person=[]`, audit.local_only) is on record, not silent (issue 29).
             detail={"before": plan.before, "after": plan.after, "undo": plan.undo,
-                    "rollback_of": rollback_of, "notes": list(plan.notes)},
+                    "rollback_of": rollback_of, "notes": list(plan.notes),
+                    "anchor": anchor_guard(self.settings).reason,
+                    "two_person": two_person_note(self.settings, plan.action)},
         )  # fmt: skip
         if preview.refusal:
             return await self._refuse(run, preview.refusal)
@@ -330,12 +340,19 @@ class Remediator:
             verdict = GuardVerdict("rate limit", False, f"guard state unavailable: {exc}", {})
             return await self._refuse(run, verdict)
         try:
-            await self._record(run, "started", request=plan.request)
+            started_record = await self._record(run, "started", mirror=None, request=plan.request)
         except AuditError as exc:
             # Write-ahead: no `started` on disk, no execution. The refusal cannot be written
             # either; the front end shows it.
             verdict = GuardVerdict("audit", False, f"the started record was not written: {exc}", {})
             return run.end("refused", f"refused (audit): nothing was changed — {exc}", verdict)
+        unanchored = await anchor_record(self.clients, started_record)
+        if unanchored is not None:
+            # Write-ahead to the team too: a change the Stream does not know of does not run.
+            reason = f"the started record could not be copied to the team Stream: {unanchored}"
+            await self._record_after(run, say, "failed", guard="anchor", outcome=reason)
+            verdict = GuardVerdict("anchor", False, reason, {})
+            return run.end("refused", f"refused (anchor): nothing was changed — {reason}", verdict)
         started = time.monotonic()
         try:
             result = await action.execute(plan, self.clients)

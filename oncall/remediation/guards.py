@@ -78,6 +78,35 @@ def read_only_guard(settings: Settings, *, flag: bool) -> GuardVerdict:
     return GuardVerdict("read-only", True, "not in read-only mode", {"sources": []})
 
 
+def anchor_guard(settings: Settings) -> GuardVerdict:
+    """The team anchor as a guard (issue 29, item 2): a change runs only with its records
+    copied to the team Stream, unless `audit.local_only` (itself in every preview and record)
+    says otherwise. Whether the `started` copy is actually written is checked before execution.
+    """
+    audit = settings.audit
+    if audit.redis_stream:
+        reason = f"every record is copied to the team Stream {audit.redis_stream}"
+        return GuardVerdict("anchor", True, reason, {"stream": audit.redis_stream})
+    if audit.local_only:
+        reason = (
+            "LOCAL ONLY (audit.local_only: true): no team copy of this change — whoever can "
+            "write the audit file can erase it"
+        )
+        return GuardVerdict("anchor", True, reason, {"stream": None, "local_only": True})
+    reason = (
+        "the team anchor is off (audit.redis_stream is empty): a change needs its Stream "
+        "copy; audit.local_only: true runs it without one (and every record says so)"
+    )
+    return GuardVerdict("anchor", False, reason, {"stream": None, "local_only": False})
+
+
+def two_person_note(settings: Settings, action: str) -> dict[str, Any]:
+    """What the two-person policy was for this action, for the `proposed` record: an empty
+    `guards.two_person` (`--set guards.two_person=[]`) is then on record, not silent."""
+    names = list(settings.guards.two_person)
+    return {"required": action in names, "actions": names}
+
+
 @dataclass(eq=False, repr=False)  # no repr: it would print the clients
 class RedisGuard:
     """What the guards that keep their state in Redis share: they read it through `client`,

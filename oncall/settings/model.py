@@ -238,6 +238,13 @@ class AuditSettings(Section):
         "oncall:audit", description="Team-wide copy as a Redis Stream; null to disable."
     )
     kube_events: bool = Field(True, description="Also record a Kubernetes Event on the target.")
+    local_only: bool = Field(
+        False,
+        description=(
+            "Let changes run without the team Stream copy (redis_stream null or unwritable); "
+            "every preview and record then says so. Off: no Stream copy, no change."
+        ),
+    )
 
 
 class GuardsSettings(Section):
