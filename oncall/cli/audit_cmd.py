@@ -212,6 +212,8 @@ def run_verify(args: argparse.Namespace) -> int:
     else:
         for item in report.breaks:
             print(f"{item} (scar {item.scar})")
+    for note in report.notes:
+        print(f"NOTE: {note}")
     for done in report.acknowledged:
         print(f"ACKNOWLEDGED: {done}")
     for action in report.incomplete:

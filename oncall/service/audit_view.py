@@ -338,6 +338,7 @@ class LiveAudit:
                 for a in report.acknowledged
             ],
             incomplete=[str(self.public(item)) for item in report.incomplete],
+            notes=[str(self.public(note)) for note in report.notes],
             incomplete_check=None
             if report.incomplete_check is None
             else str(self.public(report.incomplete_check)),

@@ -260,6 +260,16 @@ class GuardsSettings(Section):
     two_person: list[str] = Field(
         default_factory=empty_list, description="Actions that need a second person's approval."
     )
+    approval_redis_url: RedisUrl | None = Field(
+        None,
+        description=(
+            "redis:// URL (with the approvers' user, deploy/redis/users.acl oncall-approver) "
+            "that `remediate approve` writes approvals with; null: redis.url."
+        ),
+    )
+    approval_redis_password: SecretStr | None = Field(
+        None, description="Password of approval_redis_url's user, if not in the URL."
+    )
 
     @field_validator("two_person")
     @classmethod
