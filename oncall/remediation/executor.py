@@ -51,6 +51,7 @@ from oncall.model.write_path import (
 )
 from oncall.remediation import registry
 from oncall.remediation.action import TargetChanged
+from oncall.remediation.after_change import INTERRUPTED_EXECUTING, after_change
 from oncall.remediation.approval import ApprovalConfirm, approval_record, decide, live_preview
 from oncall.remediation.audit_mirror import anchor_record, mirror_record
 from oncall.remediation.audit_trail import Log, Run
@@ -152,10 +153,12 @@ class Remediator:
         self, run: Run, transition: str, *, mirror: bool | None = True, **fields: Any
     ) -> dict[str, Any]:
         """Append one record, then copy it (`mirror` None: as an Event only, its Stream copy
-        is the caller's, who must know it was made: `_anchor_started`)."""
+        is the caller's, who must know it was made: the `started` record's)."""
         plan = run.plan
         # The append fsyncs: in a thread, so the caller's loop (the app's) keeps answering.
-        record = await asyncio.to_thread(
+        # Shielded: a Ctrl-C meanwhile does not stop the append, and its record is still known
+        # to this run (the interrupt handlers ask what was written).
+        append = asyncio.ensure_future(asyncio.to_thread(
             self.log.append,
             action_id=run.action_id,
             transition=transition,
@@ -165,7 +168,12 @@ class Remediator:
             context=self.settings.context.name,  # `oncall audit list --context`
             alert=self.alert,
             **fields,
-        )
+        ))  # fmt: skip
+        try:
+            record = await asyncio.shield(append)
+        except asyncio.CancelledError:
+            run.records.append(await append)
+            raise
         run.records.append(record)
         if mirror is not False:
             await self._mirror(record, plan, stream=mirror is True)
@@ -363,6 +371,14 @@ class Remediator:
         started = time.monotonic()
         try:
             result = await action.execute(plan, self.clients)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # Ctrl-C while the change is being made: whether it was is unknown; the log says
+            # so before the interrupt goes on (issue 29, item 6).
+            await self._record_after(
+                run, say, "failed", duration_s=round(time.monotonic() - started, 3),
+                outcome={"interrupted": True, "detail": INTERRUPTED_EXECUTING},
+            )  # fmt: skip
+            raise
         except TargetChanged as exc:
             # Another process wrote first; the atomic write refused ours. Not a backend failure:
             # the circuit breaker does not count it.
@@ -379,27 +395,7 @@ class Remediator:
                 duration_s=round(time.monotonic() - started, 3),
             )  # fmt: skip
             return self._end(run, "failed", f"failed, nothing changed: {exc}")
-        await self.guards.breaker.record_success()
-        await self._record_after(
-            run, say, "succeeded", outcome=result, duration_s=round(time.monotonic() - started, 3)
-        )
-        say("executed; verifying")
-        try:
-            verified, detail = await action.verify(plan, self.clients, result, say)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            # Ctrl-C (asyncio.run cancels the main task) or the app going away: the change WAS
-            # made; the log must say that verification did not finish, then the interrupt goes on.
-            await self._record_after(
-                run, say, "verified", duration_s=round(time.monotonic() - started, 3),
-                outcome={"ok": False, "interrupted": True,
-                         "detail": "verification interrupted: the change was made, unverified"},
-            )  # fmt: skip
-            raise
-        await self._record_after(
-            run, say, "verified", outcome={"ok": verified, "detail": detail},
-            duration_s=round(time.monotonic() - started, 3),
-        )  # fmt: skip
-        return self._end(run, "verified" if verified else "unverified", detail)
+        return await after_change(self, run, action=action, result=result, say=say, started=started)
 
     async def _record_after(self, run: Run, say: Progress, transition: str, **fields: Any) -> None:
         """An outcome record after the change ran: one that cannot be written is shown at once

@@ -258,6 +258,63 @@ async def test_approvals_and_refusals_reach_the_stream_and_verify(
     assert verify.stdout.startswith("OK: 2 records, chain intact")
 
 
+# --- item 6: Ctrl-C between the change and its verification --------------------------------
+
+
+@pytest.mark.parametrize("where", ["breaker reset", "succeeded record"])
+async def test_ctrl_c_after_the_change_is_recorded_before_the_interrupt(where: str) -> None:
+    """Item 6: the interrupt (asyncio.run cancels the main task on Ctrl-C) lands after the
+    change was made, before its verification: while the breaker is reset (Redis), or while
+    the `succeeded` record is being written. The log still ends with `succeeded` and an
+    interrupted `verified` (it ended at `started`, or without `verified`)."""
+    import asyncio
+
+    from oncall.remediation import registry
+    from tests.remediation.fakes import make_world
+    from tests.remediation.note_action import NoteStore, SetNote
+
+    note = SetNote(NoteStore({"main": "all quiet"}))
+    unregister = registry.register(note)
+    audit: dict[str, Any] = {"redis_stream": None, "kube_events": False}
+    if "local_only" in AuditSettings.model_fields:  # (so that it runs before the fix too)
+        audit["local_only"] = True
+    world = make_world(Settings.model_validate({"audit": audit}))
+    task: asyncio.Task[Any] | None = None
+
+    async def interrupted_reset() -> None:
+        asyncio.current_task().cancel()  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+
+    real_append = world.log.append
+
+    def interrupted_append(**fields: Any) -> dict[str, Any]:
+        if fields["transition"] == "succeeded":
+            # Queued before this append's own completion: the cancel lands while it is awaited.
+            loop.call_soon_threadsafe(task.cancel)  # type: ignore[union-attr]
+        return real_append(**fields)
+
+    if where == "breaker reset":
+        world.breaker.record_success = interrupted_reset  # type: ignore[method-assign]
+    else:
+        world.log.append = interrupted_append  # type: ignore[method-assign]
+
+    async def remediate() -> None:
+        plan = await world.remediator.plan("set-note", {"text": "rollout paused"})
+        await world.remediator.run(plan, _yes)
+
+    loop = asyncio.get_running_loop()
+    try:
+        task = asyncio.ensure_future(remediate())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        unregister()
+    assert note.store.writes == [("main", "rollout paused")]  # the change was made
+    transitions = world.log.transitions()
+    assert transitions[-3:] == ["started", "succeeded", "verified"], transitions
+    assert world.log.lines[-1]["outcome"]["interrupted"] is True
+
+
 # --- item 9: smaller --------------------------------------------------------------------------
 
 
