@@ -284,7 +284,8 @@ class Remediator:
             if not taken.ok:
                 return await self._refuse(run, taken)
             try:
-                done = await self._execute(run, say)
+                async with lease.kept(plan):  # renewed while it runs and verifies
+                    done = await self._execute(run, say)
             finally:
                 await lease.release(plan)
         if rollback_of and done.status == "verified":

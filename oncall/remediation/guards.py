@@ -18,9 +18,10 @@ the moments Redis is sick are exactly the moments an operator is most tempted to
 The `record*` and `request` writes raise `BackendError`; the executor calls them before it acts
 and treats an error as a refusal.
 
-Times come from `clock` (default `time.time`, wall-clock seconds): the state is shared between
-hosts, where only wall time means the same thing; tests inject a clock to move time without
-sleeping. Redis TTLs (real time) only tidy keys away; every decision is made on `clock`.
+Times come from the Redis server's clock (`TIME`; issue 29, item 7: each host's own clock
+decided, so one running ahead saw the window over early): the state is shared between hosts,
+and only one clock means the same thing to all of them; tests inject `clock` to move time
+without sleeping. Redis TTLs only tidy keys away; every decision is made on that time.
 
 Check-then-record is not atomic across operators; two operators acting on one target at the
 same instant are kept apart by the per-target Kubernetes Lease, or, for the actions that take
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
@@ -119,7 +119,12 @@ class RedisGuard:
     writer: RedisWriter
     _: KW_ONLY
     prefix: str = GUARD_PREFIX
-    clock: Clock = time.time
+    #: None: the Redis server's clock (TIME); a test's own clock otherwise.
+    clock: Clock | None = None
+
+    async def now(self) -> float:
+        """The time decisions are made on: Redis TIME, or `clock`. Raises BackendError."""
+        return self.clock() if self.clock is not None else await self.client.server_time()
 
 
 @dataclass(eq=False, repr=False, kw_only=True)
@@ -136,8 +141,8 @@ class RateLimit(RedisGuard):
 
     async def check(self, target: str) -> GuardVerdict:
         """Refused when `actions` actions already started on `target` within the window."""
-        now = self.clock()
         try:
+            now = await self.now()
             # "(" makes the bound exclusive: an action exactly one window old has left it.
             started = await self.client.zrangebyscore(
                 self.key(target), f"({now - self.window_s!r}", "+inf"
@@ -172,7 +177,7 @@ class RateLimit(RedisGuard):
 
         Raises BackendError when Redis does not take it (the executor then does not act).
         """
-        now = self.clock()
+        now = await self.now()
         member = f"{now!r} {uuid.uuid4().hex}"
         return await self.writer.record_in_window(
             self.key(target), member, score=now, window_s=self.window_s
@@ -205,8 +210,8 @@ class CircuitBreaker(RedisGuard):
 
     async def check(self) -> GuardVerdict:
         """Refused while the breaker is open."""
-        now = self.clock()
         try:
+            now = await self.now()
             raw = await self.client.get(self.open_key)
             if raw is None:
                 return GuardVerdict(self.guard, True, "circuit breaker closed", {})
@@ -237,7 +242,7 @@ class CircuitBreaker(RedisGuard):
         A failure while already open (from an action that started before it opened) restarts
         the cooldown. Raises BackendError when Redis does not take it.
         """
-        now = self.clock()
+        now = await self.now()
         member = json.dumps(
             {"id": uuid.uuid4().hex, "at": now, "target": target, "reason": reason[:200]}
         )

@@ -130,7 +130,7 @@ class TwoPersonRule(RedisGuard):
         `shown`: what the approver is shown and checked against (preview, confirm_word,
         target_json); this process's host, pid and start time are added.
         """
-        now = self.clock()
+        now = await self.now()
         pid = os.getpid()
         fields = {
             **shown,
@@ -154,7 +154,7 @@ class TwoPersonRule(RedisGuard):
         return GuardVerdict(self.guard, False, reason, {"action_id": action_id})
 
     def _not_pending(
-        self, action_id: str, request: dict[str, str], grant: dict[str, Any] | None
+        self, action_id: str, request: dict[str, str], grant: dict[str, Any] | None, now: float
     ) -> GuardVerdict | None:
         """The refusal when `request` cannot be approved (any more); None when it can."""
         if not request:
@@ -164,7 +164,7 @@ class TwoPersonRule(RedisGuard):
         if grant is not None:
             reason = f"approval request {action_id} was already approved by {grant['approved_by']}"
             return GuardVerdict(self.guard, False, reason, detail)
-        if self.clock() >= float(request.get("expires_at", "0")):
+        if now >= float(request.get("expires_at", "0")):
             reason = f"approval request {action_id} expired"
             return GuardVerdict(self.guard, False, reason, detail)
         return None
@@ -175,7 +175,8 @@ class TwoPersonRule(RedisGuard):
         """The request `approver` may approve (to show its preview), or why they may not."""
         try:
             request = await self.client.hgetall(self.key(action_id))
-            refused = self._not_pending(action_id, request, await self._grant(action_id))
+            grant = await self._grant(action_id)
+            refused = self._not_pending(action_id, request, grant, await self.now())
             if refused is not None:
                 return request, refused
             detail: dict[str, Any] = {
@@ -200,15 +201,16 @@ class TwoPersonRule(RedisGuard):
         request, refused = await self.pending(action_id, approver)
         if refused is not None:
             return refused
-        grant = json.dumps({"approved_by": approver, "at": self.clock()})
-        left = float(request["expires_at"]) - self.clock()
         try:
+            now = await self.now()
+            grant = json.dumps({"approved_by": approver, "at": now})
+            left = float(request["expires_at"]) - now
             writer = self.grant_writer or self.writer
             if not await writer.set_nx(self.grant_key(action_id), grant, expire_s=max(left, 1)):
                 # Another approver was first (between our read and this write).
                 request = await self.client.hgetall(key)
                 return self._not_pending(
-                    action_id, request, await self._grant(action_id)
+                    action_id, request, await self._grant(action_id), now
                 ) or self._missing(action_id)
         except BackendError as exc:
             if "NOPERM" in str(exc):
@@ -254,7 +256,7 @@ class TwoPersonRule(RedisGuard):
                         return GuardVerdict(self.guard, False, reason, detail)
                     return GuardVerdict(self.guard, True, f"approved by {approver}", detail)
                 lifetime = float(request["expires_at"]) - float(request["requested_at"])
-                expired = self.clock() >= float(request["expires_at"])
+                expired = await self.now() >= float(request["expires_at"])
                 left = deadline - loop.time()
                 if expired or left <= 0:
                     break
