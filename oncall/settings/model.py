@@ -260,6 +260,13 @@ class GuardsSettings(Section):
     two_person: list[str] = Field(
         default_factory=empty_list, description="Actions that need a second person's approval."
     )
+    namespaces: list[str] = Field(
+        default_factory=empty_list,
+        description=(
+            "Namespaces a remediation may act in (a pod named by telemetry included); "
+            "empty: kubernetes.namespace only."
+        ),
+    )
     approval_redis_url: RedisUrl | None = Field(
         None,
         description=(
