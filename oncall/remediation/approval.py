@@ -18,16 +18,35 @@ from typing import Any
 from oncall.audit.records import UNKNOWN_APPROVAL
 from oncall.errors import BackendError
 from oncall.model.action_params import ACTION_PARAMS
-from oncall.model.write_path import GuardVerdict, Plan, Preview, render_preview
+from oncall.model.write_path import GuardVerdict, Plan, Preview, Progress, render_preview
 from oncall.remediation import registry
 from oncall.remediation.action import PlanError
 from oncall.remediation.clients import Clients
-from oncall.remediation.policy import ApprovalGuard
+from oncall.remediation.policy import APPROVAL_TIMEOUT_S, ApprovalGuard
 
 #: The approver's typed confirmation: shown the live preview and the word to type.
 ApprovalConfirm = Callable[[str, str], Awaitable[bool]]
 #: The preview and word of a request, recomputed from the live target; or why there is none.
 LivePreview = Callable[[dict[str, str]], Awaitable["tuple[str, str] | GuardVerdict"]]
+
+
+async def second_person(
+    rule: ApprovalGuard, action_id: str, preview: Preview, requester: str, say: Progress
+) -> GuardVerdict:
+    """The requester's side: store the request (what the approver's preview is recomputed
+    from: the action, its parameters, the target) and wait for an approval, or the refusal."""
+    plan = preview.plan
+    try:
+        await rule.request(
+            action_id, plan.action, plan.target.label, requester,
+            preview=render_preview(preview), confirm_word=plan.confirm_word,
+            target_json=json.dumps(plan.target.as_dict(), sort_keys=True),
+            params_json=json.dumps(plan.params, sort_keys=True, default=str),
+        )  # fmt: skip
+    except BackendError as exc:
+        return GuardVerdict("two-person", False, f"cannot ask for approval: {exc}", {})
+    say(f"waiting for a second person: oncall remediate approve {action_id}")
+    return await rule.wait(action_id, timeout_s=APPROVAL_TIMEOUT_S)
 
 
 async def decide(

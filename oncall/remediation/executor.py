@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -47,19 +46,24 @@ from oncall.model.write_path import (
     Plan,
     Preview,
     Progress,
-    render_preview,
 )
 from oncall.remediation import registry
 from oncall.remediation.action import TargetChanged
 from oncall.remediation.after_change import INTERRUPTED_EXECUTING, after_change
-from oncall.remediation.approval import ApprovalConfirm, approval_record, decide, live_preview
+from oncall.remediation.approval import (
+    ApprovalConfirm,
+    approval_record,
+    decide,
+    live_preview,
+    second_person,
+)
 from oncall.remediation.audit_mirror import anchor_record, mirror_record
 from oncall.remediation.audit_trail import Log, Run
 from oncall.remediation.clients import Clients
 from oncall.remediation.context_guard import cluster_of, context_refusal, stamped
 from oncall.remediation.guards import anchor_guard, read_only_guard, two_person_note
 from oncall.remediation.lease import TargetLease, holder_identity
-from oncall.remediation.policy import APPROVAL_TIMEOUT_S, Guards
+from oncall.remediation.policy import Guards
 from oncall.remediation.preconditions import dry_run_refusal, recheck
 from oncall.remediation.rollback import undo_of
 from oncall.settings import Settings
@@ -261,18 +265,9 @@ class Remediator:
             return run.end("declined", "declined: nothing was changed")
         await self._record(run, "approved", detail={"by": self.holder})
         if self.guards.two_person.required(plan.action):
-            try:
-                await self.guards.two_person.request(
-                    run.action_id, plan.action, plan.target.label, self.person,
-                    preview=render_preview(preview), confirm_word=plan.confirm_word,
-                    target_json=json.dumps(plan.target.as_dict(), sort_keys=True),
-                    params_json=json.dumps(plan.params, sort_keys=True, default=str),
-                )  # fmt: skip
-            except BackendError as exc:
-                verdict = GuardVerdict("two-person", False, f"cannot ask for approval: {exc}", {})
-                return await self._refuse(run, verdict)
-            say(f"waiting for a second person: oncall remediate approve {run.action_id}")
-            verdict = await self.guards.two_person.wait(run.action_id, timeout_s=APPROVAL_TIMEOUT_S)
+            verdict = await second_person(
+                self.guards.two_person, run.action_id, preview, self.person, say
+            )
             if not verdict.ok:
                 return await self._refuse(run, verdict)
             await self._record(run, "approved", detail=verdict.detail)
@@ -333,8 +328,10 @@ class Remediator:
         # Like every record, to the team Stream (issue 29, item 5: verify found approvals
         # "written by hand"); a copy that fails is said, as the requester's are.
         problem = await anchor_record(self.clients, record)
-        if problem is not None:
+        if problem is not None:  # said with the verdict, as `remediate` says its own
             self.mirror_errors.append(problem)
+            note = f" (not copied to the team Stream: {problem})"
+            return GuardVerdict(verdict.guard, verdict.ok, verdict.reason + note, verdict.detail)
         return verdict
 
     async def _execute(self, run: Run, say: Progress) -> Outcome:
