@@ -58,7 +58,7 @@ class DiskFillsUp:
         def no_space(*_args: Any) -> None:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-        self.log._write_head = no_space  # type: ignore[method-assign]
+        self.log._write_head = no_space  # type: ignore[method-assign,assignment]
         try:
             return self.log.append(**fields)
         finally:

@@ -61,7 +61,7 @@ async def _set_level(settings: Settings, level: str) -> Any:
 
 
 def _rule(client: RedisClient, prefix: str, grants: RedisClient | None = None) -> TwoPersonRule:
-    approvers = {} if grants is None else {"grant_writer": RedisWriter(grants)}
+    approvers: dict[str, Any] = {} if grants is None else {"grant_writer": RedisWriter(grants)}
     return TwoPersonRule(
         client, RedisWriter(client), actions=frozenset({"rebuild-pod"}), timeout_s=60,
         prefix=prefix, **approvers,
