@@ -75,7 +75,8 @@ def register_url(url: str) -> None:
         return
     info = rest.rsplit("@", 1)[0]
     user, colon, password = info.partition(":")
-    register_secret(password if colon else user)
+    if colon or not _names_user(url):
+        register_secret(password if colon else user)
 
 
 def forget_secrets() -> None:
@@ -84,10 +85,23 @@ def forget_secrets() -> None:
         _secrets.clear()
 
 
+#: Schemes whose lone userinfo (`redis://oncall-operator@host`) is a user name, not a token:
+#: redis-py reads it as the ACL user (the password form is `redis://:pw@`). Masking it hid
+#: every text that names that user, Lease holders included (issue 29, item 9).
+_USER_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _names_user(url: str) -> bool:
+    return url[:9].casefold().startswith(_USER_SCHEMES)
+
+
 def _url_info(match: re.Match[str]) -> str:
     user, colon, _password = match["info"].partition(":")
-    # With a password the user stays readable (it helps debugging); a lone user may be a token.
-    return f"{match['scheme']}{user}:{MASK}@" if colon else f"{match['scheme']}{MASK}@"
+    # With a password the user stays readable (it helps debugging); a lone user may be a token,
+    # except where the scheme says it is a user name.
+    if colon or _names_user(match["scheme"]):
+        return f"{match['scheme']}{user}{':' + MASK if colon else ''}@"
+    return f"{match['scheme']}{MASK}@"
 
 
 def _url_whole_info(match: re.Match[str]) -> str:

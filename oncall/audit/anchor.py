@@ -15,6 +15,12 @@ Stream still holds the original hashes. `cross_check` compares the two and names
   only XDEL/XTRIM/XADD MAXLEN can do: the ACL denies the first two to operators, and the
   counter shows the third.
 
+A record's copy is the first to reach the Stream after (LATE_S before) the record's time:
+any operator can XADD, so a later copy with other content is someone's forgery, shown as a
+note and never a break of this log (issue 29: one operator could make another's verify fail);
+an edit of one's own log still differs from the copy written at the time. What the Stream
+cannot tell: a record appended by hand and XADDed at once by its author (README: threat model).
+
 Reading is bounded: pages of `PAGE` entries, `MAX_ENTRIES` at most, each page one command
 under the client's timeout.
 """
@@ -176,10 +182,11 @@ def cross_check(
     host: str,
     uid: int,
     log_id_at: Callable[[str], str | None],
-) -> list[ChainBreak]:
+) -> tuple[list[ChainBreak], list[str]]:
     """Every disagreement between the file's well-formed `records` (of log `log_id`; None:
-    no log, or one from before ids) and the Stream's copies; `log_id_at(path)` reads another
-    log's id from disk, to tell a log that moved from one that is gone."""
+    no log, or one from before ids) and the Stream's copies, and notes of copies forged by
+    others; `log_id_at(path)` reads another log's id from disk, to tell a log that moved from
+    one that is gone."""
     breaks: list[ChainBreak] = []
     if state.truncated:
         breaks.append(ChainBreak(f"the team Stream {state.name} holds more than "
@@ -201,29 +208,47 @@ def cross_check(
         named = record.get("log")
         if isinstance(named, dict) and named.get("id") == log_id and log_id is not None:
             local.setdefault(record["seq"], record)
-    breaks += _compare(local, ours, log_id)
+    compared, notes = _compare(local, ours, log_id)
+    breaks += compared
     breaks += _other_logs(state, log_id, host=host, uid=uid, log_id_at=log_id_at)
-    return breaks
+    return breaks, notes
+
+
+def _first_copy(record: Record, copies: list[StreamEntry]) -> StreamEntry | None:
+    """The copy written with `record`: the first to arrive no earlier than LATE_S before the
+    record's time (one XADDed ahead of the record is a forgery lying in wait)."""
+    try:
+        written = parse_time(str(record.get("ts"))).timestamp() * 1000
+    except ValueError:
+        return copies[0] if copies else None
+    return next((c for c in copies if c.arrived_ms >= written - LATE_S * 1000), None)
 
 
 def _compare(
     local: dict[int, Record], ours: dict[int, list[StreamEntry]], log_id: str | None
-) -> list[ChainBreak]:
+) -> tuple[list[ChainBreak], list[str]]:
     breaks: list[ChainBreak] = []
+    notes: list[str] = []
     missing = [seq for seq in local if seq not in ours]
     lost = [seq for seq in ours if seq not in local]
-    differ, doubled, late = [], [], []
+    differ, late = [], []
     for seq, record in local.items():
         copies = ours.get(seq, [])
         if not copies:
             continue
-        same = [entry for entry in copies if entry.hash == record["hash"]]
-        if not same:
+        first = _first_copy(record, copies)
+        if first is None or first.hash != record["hash"]:
             differ.append(seq)
-        elif len(copies) > len(same):
-            doubled.append(seq)
-        elif _late(record, same[0]):
+        elif _late(record, first):
             late.append(seq)
+        forged = [c.entry_id for c in copies if c.hash != record["hash"] and c is not first]
+        if forged and first is not None and first.hash == record["hash"]:
+            notes.append(
+                f"record {seq} of log {log_id}: the team Stream also holds {len(forged)} "
+                f"other cop{'y' if len(forged) == 1 else 'ies'} ({', '.join(forged[:5])}) "
+                "XADDed by someone with the operators' credentials; this log matches the copy "
+                "written at the time"
+            )
     kinds = (
         (lost, "in the team Stream but not in the file — deleted or cut off (the head "
                "rewritten to match)", "lost"),
@@ -231,8 +256,6 @@ def _compare(
                  "time — edited, and the chain after it recomputed", "differ"),
         (missing, "in the file but not in the team Stream — written by hand, or its copy "
                   "failed when it was written (remediate said so then)", "missing"),
-        (doubled, "in the team Stream twice, with different content — a copy was forged into "
-                  "the Stream", "doubled"),
         (late, f"reached the team Stream more than {LATE_S:g}s after its time — written later "
                "than it claims", "late"),
     )  # fmt: skip
@@ -249,7 +272,7 @@ def _compare(
                     key=f"stream-{kind}:{log_id}:{low}-{high}:{hashes}",
                 )
             )
-    return breaks
+    return breaks, notes
 
 
 def _late(record: Record, entry: StreamEntry) -> bool:
@@ -300,13 +323,15 @@ async def verify_anchored(
     lines, head, head_problem = await asyncio.to_thread(log.snapshot)
     report = verify_lines(lines, head, head_problem, log.head_path)
     if not stream or client is None:
-        return replace(report, anchor="none: audit.redis_stream is off, the local chain only")
+        # Never "OK" on the local chain alone (issue 29): who can write the file can rewrite
+        # it so that it checks out; without the Stream nothing outside the file says otherwise.
+        return replace(report, incomplete_check="audit.redis_stream is off: no team anchor")
     try:
         state = await read_stream(client, stream)
     except BackendError as exc:
         return replace(report, incomplete_check=f"the team Stream {stream} is unreachable: {exc}")
     records = [line.record for line in lines if line.problem is None and line.record is not None]
-    breaks = cross_check(
+    breaks, notes = cross_check(
         records,
         report.log_id,
         state,
@@ -316,7 +341,7 @@ async def verify_anchored(
     )
     ours = sum(1 for entry in state.entries if entry.log_id == report.log_id)
     anchor = f"the team Stream {stream}: {ours} copies of log {report.log_id or '(none)'}"
-    merged = replace(report, breaks=[*report.breaks, *breaks], anchor=anchor)
+    merged = replace(report, breaks=[*report.breaks, *breaks], anchor=anchor, notes=notes)
     return with_acknowledgements(merged, acks_of(lines))
 
 

@@ -95,6 +95,9 @@ class VerifyReport:
     log_id: str | None = None
     anchor: str | None = None
     incomplete_check: str | None = None
+    #: What the Stream holds that does not break this log: copies forged into it by someone
+    #: else with the operators' credentials (issue 29, item 9), shown, not counted.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import fcntl
 import json
 import logging
@@ -36,6 +37,7 @@ from oncall.audit.records import (
     new_log_identity,
     redact,
 )
+from oncall.settings.files import not_regular
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,27 @@ Mirror = Callable[[Record], object]
 
 _NOT_JSON = "not JSON — truncated or edited"
 _REQUIRED = {"seq": int, "hash": str, "prev": str}
+
+
+def open_own_file(path: Path, flags: int, *, owned: bool = False, follow: bool = False) -> int:
+    """`os.open` of a log, head or lock file that is a regular file and (unless `follow`, for
+    reading) not a symbolic link (issue 29: a FIFO hung oncall, a link had records appended to
+    whatever it named); with `owned`, also one of this account. OSError naming it otherwise."""
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags | nofollow | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link: refused", str(path)) from exc
+        raise
+    info = os.fstat(fd)
+    kind = not_regular(info.st_mode)
+    if kind is None and owned and info.st_uid != os.geteuid():
+        kind = f"owned by uid {info.st_uid}, not this account ({os.geteuid()})"
+    if kind is not None:
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{kind}: refused", str(path))
+    return fd
 
 
 @dataclass(frozen=True)
@@ -169,11 +192,12 @@ class AuditLog:
 
     def _append_locked(self, fields: dict[str, Any]) -> Record:
         _make_dirs(self.path.parent)
-        lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        lock_fd = open_own_file(self.lock_path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             created = not self.path.exists()
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = open_own_file(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, owned=True)
+            size = os.fstat(fd).st_size
             try:
                 last, ends_with_newline = _last_line(fd)
                 head = self._current_head(last)
@@ -189,15 +213,24 @@ class AuditLog:
                     # A write torn by a crash: keep its fragment on its own line, where
                     # verify reports it, rather than gluing this record onto it.
                     data = b"\n" + data
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                    if created:
+                        _fsync_dir(self.path.parent)
+                    self._write_head(Head(record["seq"], record["hash"], record["log"]["id"]))
+                except OSError:
+                    # Disk full (or the head unwritable): a record the caller is told was not
+                    # written must not stay, whole or torn (a `started` left so reads as an
+                    # action that began and never ended).
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+                        os.fsync(fd)
+                    raise
             finally:
                 os.close(fd)
-            if created:
-                _fsync_dir(self.path.parent)
-            self._write_head(Head(record["seq"], record["hash"], record["log"]["id"]))
             return record
         finally:
             os.close(lock_fd)  # releases the flock
@@ -251,7 +284,7 @@ class AuditLog:
 
     def _write_head(self, head: Head) -> None:
         tmp = self.head_path.with_name(self.head_path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = open_own_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         body = {"seq": head.seq, "hash": head.hash, "log_id": head.log_id}
         try:
             os.write(fd, json.dumps(body).encode() + b"\n")
@@ -266,7 +299,8 @@ class AuditLog:
     def read_head(self) -> Head | None:
         """The head file's seq and hash; None when there is none. AuditError when unreadable."""
         try:
-            text = self.head_path.read_text(encoding="utf-8")
+            with os.fdopen(open_own_file(self.head_path, os.O_RDONLY, follow=True), "rb") as fh:
+                text = fh.read(1 << 16).decode("utf-8", errors="replace")
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -284,7 +318,7 @@ class AuditLog:
     def lines(self) -> Iterator[LogLine]:
         """Every line of the log, numbered from 1, parsed; nothing is skipped."""
         try:
-            handle = self.path.open("rb")
+            handle = os.fdopen(open_own_file(self.path, os.O_RDONLY, follow=True), "rb")
         except FileNotFoundError:
             return
         except OSError as exc:
@@ -326,7 +360,7 @@ class AuditLog:
         A reviewer may have no write access: without a lock file there is nothing to wait for.
         """
         try:
-            fd = os.open(self.lock_path, os.O_RDONLY)
+            fd = open_own_file(self.lock_path, os.O_RDONLY, follow=True)
         except OSError:
             yield
             return

@@ -150,6 +150,7 @@ class KubeReader:
 
     def __init__(self, http: KubeHttp) -> None:
         self._http = http
+        self.server_date: str | None = None  # the last answer's Date header
         self.timeout = http.timeout
         self.target = http.target
 
@@ -192,6 +193,9 @@ class KubeReader:
 
     async def _raw(self, method: str, path: str, **kwargs: Any) -> bytes:
         response = await self._http.send(method, path, **kwargs)
+        # The apiserver's clock (RFC 9110 Date, whole seconds): Lease times are judged by it,
+        # not by this host's (oncall/backends/kube_leases.py).
+        self.server_date = response.headers.get("date")
         if response.status_code >= 400:
             raise self._status_error(response.status_code, response.content)
         return response.content

@@ -7,15 +7,19 @@ contract). kubectl equivalents: `kubectl get lease NAME -n NS -o json`, `kubectl
 lease.yaml`, `kubectl replace -f lease.yaml`, `kubectl delete lease NAME`.
 
 The apiserver never expires a Lease: whether one is still held is the clients' computation
-(renewTime + leaseDurationSeconds, by our clock). Two operators racing for one Lease are kept
-apart by the server's resourceVersion check, not by that computation: one replace wins, the
-other gets 409 and is refused.
+(renewTime + leaseDurationSeconds). Both sides of it are the apiserver's time, not this host's
+(issue 29, item 7: a clock 90 s ahead took a live Lease): the times written are this host's
+clock moved by its offset from the apiserver's `Date` header (read on a GET of the Lease
+itself), and "now" is the same, so two hosts whose clocks disagree agree on a Lease. Two
+operators racing for one Lease are kept apart by the server's resourceVersion check, not by
+that computation: one replace wins, the other gets 409 and is refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 from oncall.backends.kube import Obj, apis
@@ -41,6 +45,8 @@ class _Writes(Protocol):
 
     async def _write(self, method: str, path: str, body: Any) -> Obj: ...
 
+    server_date: str | None
+
 
 class LeaseCalls:
     """Take, read and release a Lease; mixed into `KubeWriter`, whose requests it sends."""
@@ -54,7 +60,8 @@ class LeaseCalls:
         leaseDurationSeconds, by our clock), refuse. Expired or ours: replace it carrying its
         resourceVersion, so that of two operators racing only one wins (409 → refused).
         """
-        now = _now()
+        current = await _read_lease(self, namespace, name)  # and the apiserver's time with it
+        now = _now(self)
         spec = {
             "holderIdentity": holder,
             "leaseDurationSeconds": duration_s,
@@ -64,13 +71,15 @@ class LeaseCalls:
         }
         body = {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
         expires = now + timedelta(seconds=duration_s)
-        try:
-            await self._write("POST", _leases(namespace), body)
-            return LeaseResult(True, holder, now, expires)
-        except BackendError as exc:
-            if exc.reason != "conflict":
-                raise
-        current = await self._get(_leases(namespace, name))
+        if current is None:
+            try:
+                await self._write("POST", _leases(namespace), body)
+                return LeaseResult(True, holder, now, expires)
+            except BackendError as exc:
+                if exc.reason != "conflict":
+                    raise
+            current = await self._get(_leases(namespace, name))
+            now = _now(self)
         held = _lease_view(current)
         ours = held.holder == holder
         theirs = not ours and bool(held.holder)
@@ -129,9 +138,27 @@ def _leases(namespace: str, *name: str) -> str:
     return apis("coordination.k8s.io/v1", namespace, "leases", *name)
 
 
-def _now() -> datetime:
-    # MicroTime needs six fractional digits; isoformat() drops them when microsecond == 0.
+def server_now(kube: object) -> datetime:
+    """The apiserver's time now, as far as the last answer of `kube` (a KubeWriter) told."""
+    return _now(kube)  # type: ignore[arg-type]
+
+
+def _now(kube: _Writes | None = None) -> datetime:
+    """The apiserver's time now: this host's clock moved by its offset from the `Date` of the
+    last answer (just read); this host's alone only when there was none."""
     now = datetime.now(UTC)
+    date = None if kube is None else getattr(kube, "server_date", None)
+    if date:
+        try:
+            server = parsedate_to_datetime(date)
+        except (TypeError, ValueError):
+            server = None
+        # Date has whole seconds: an offset under 1 s is rounding, not skew.
+        if server is not None and server.tzinfo is not None:
+            offset = server - now
+            if abs(offset) >= timedelta(seconds=1):
+                now += offset
+    # MicroTime needs six fractional digits; isoformat() drops them when microsecond == 0.
     return now.replace(microsecond=now.microsecond or 1)
 
 

@@ -181,6 +181,15 @@ class RedisClient(AsyncClosing):
         value = found.get(name)
         return None if value is None else _text(value)
 
+    async def server_time(self) -> float:
+        """TIME: the Redis server's clock, in seconds (the guards decide on it, not on ours)."""
+        found = await self._call(lambda r: r.time())
+        try:
+            seconds, micros = found
+            return int(seconds) + int(micros) / 1_000_000
+        except (TypeError, ValueError) as exc:
+            raise self._error("bad payload", f"TIME did not parse: {exc}") from exc
+
     async def get(self, key: str) -> str | None:
         """GET key; None when it does not exist."""
         value = await self._call(lambda r: r.get(key))

@@ -9,7 +9,8 @@
   the Stream has that the file lost, and the reverse, and this account's deleted logs. Scars a
   reviewer acknowledged as "ACKNOWLEDGED: …"; actions started without an outcome as
   "INCOMPLETE: …". Exit 1 on any problem or incomplete action; else 3 when the Stream was
-  unreachable ("LOCAL ONLY: …", the answer is incomplete); else 0.
+  unreachable or off ("LOCAL ONLY: …", and "LOCAL CHAIN INTACT", never "OK": the file
+  agreeing with itself proves nothing against whoever can write it); else 0.
 - `acknowledge SCAR --reason TEXT`: a reviewer signs off one scar that verify lists (typed
   confirmation on a terminal; an `acknowledged` record, copied to the Stream). Verify then
   lists it as acknowledged, not as a break; any new problem is still a break.
@@ -203,11 +204,16 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"oncall: no audit log at {audit.path} yet", file=sys.stderr)
     report = asyncio.run(audit.check_anchored())
     count = f"{report.count} record{'s' if report.count != 1 else ''}"
-    if report.ok:
+    if report.ok and report.incomplete_check is not None:
+        # The file agrees with itself, which whoever can write it can arrange: not "OK".
+        print(f"LOCAL CHAIN INTACT: {count}; not anchored, so not proven")
+    elif report.ok:
         print(f"OK: {count}, chain intact")
     else:
         for item in report.breaks:
             print(f"{item} (scar {item.scar})")
+    for note in report.notes:
+        print(f"NOTE: {note}")
     for done in report.acknowledged:
         print(f"ACKNOWLEDGED: {done}")
     for action in report.incomplete:

@@ -66,6 +66,10 @@ class RebuildPodParams(ActionParams):
         description="Namespace; default: kubernetes.namespace.",
     )  # fmt: skip
     uid: str | None = Field(None, description="Expected pod UID (the precondition).")
+    node: str | None = Field(
+        None, min_length=1, max_length=NAME_MAX, pattern=DNS_SUBDOMAIN,
+        description="The node telemetry places the pod on; refused if the API says otherwise.",
+    )  # fmt: skip
 
 
 class SetDegradationLevelParams(ActionParams):

@@ -233,7 +233,7 @@ def render_preview(preview: Preview) -> str:
         f"  dry run: {_show(preview.dry_run)}",
         *([f"  in:      {plan.cluster.label}"] if plan.cluster else []),
         *(f"  note:    {note}" for note in plan.notes),
-        "  guards:",
+        *(["  guards:"] if preview.verdicts else []),  # none: the approver's live preview
     ]
     lines += [
         f"    {'ok     ' if v.ok else 'REFUSED'} {v.guard}: {v.reason}" for v in preview.verdicts

@@ -38,13 +38,31 @@ async def mirror_with_client(client: RedisClient, stream: str, record: Record) -
     return await mirror_to_stream(RedisWriter(client), stream, record)
 
 
-async def mirror_record(clients: Clients, record: Record, plan: Plan, holder: str) -> str | None:
-    """Copy one of the executor's records to the Stream and as an Event on the plan's target,
-    as the settings ask, within MIRROR_TIMEOUT_S; the problem when a copy failed, else None."""
+async def anchor_record(clients: Clients, record: Record) -> str | None:
+    """Copy a record to the team Stream within MIRROR_TIMEOUT_S; why it failed, else None
+    (also None with no Stream configured: `guards.anchor_guard` decides whether that may run).
+    """
+    stream = clients.settings.audit.redis_stream
+    if not stream:
+        return None
+    try:
+        async with asyncio.timeout(MIRROR_TIMEOUT_S):
+            await mirror_to_stream(clients.redis_writer(), stream, record)
+    except (BackendError, TimeoutError) as exc:
+        return f"record {record['seq']}: {str(exc) or type(exc).__name__}"
+    return None
+
+
+async def mirror_record(
+    clients: Clients, record: Record, plan: Plan, holder: str, *, stream: bool = True
+) -> str | None:
+    """Copy one of the executor's records to the Stream (unless `stream` is False: copied
+    already) and as an Event on the plan's target, as the settings ask, within
+    MIRROR_TIMEOUT_S; the problem when a copy failed, else None."""
     audit = clients.settings.audit
     try:
         async with asyncio.timeout(MIRROR_TIMEOUT_S):
-            if audit.redis_stream:
+            if audit.redis_stream and stream:
                 await mirror_to_stream(clients.redis_writer(), audit.redis_stream, record)
             if audit.kube_events and plan.target.namespace:
                 kube = await clients.kube_writer()

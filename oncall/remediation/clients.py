@@ -29,6 +29,7 @@ class Clients:
     settings: Settings
     kube: KubeWriter | None = None
     redis: RedisClient | None = None
+    approvals: RedisClient | None = None
     #: SelfSubjectReview's answer, or why there is none: asked once, however many ask.
     _identity: KubeIdentity | BackendError | None = field(default=None, repr=False)
 
@@ -62,6 +63,21 @@ class Clients:
     def redis_writer(self) -> RedisWriter:
         return RedisWriter(self.redis_client())
 
+    def approval_writer(self) -> RedisWriter | None:
+        """The writer of two-person approvals, as the approvers' Redis user
+        (`guards.approval_redis_url`); None: the one Redis user of `redis.url`."""
+        guards = self.settings.guards
+        if guards.approval_redis_url is None:
+            return None
+        if self.approvals is None:
+            secret = guards.approval_redis_password
+            self.approvals = RedisClient(
+                guards.approval_redis_url,
+                timeout=self.settings.redis.timeout,
+                password=secret.get_secret_value() if secret else None,
+            )
+        return RedisWriter(self.approvals)
+
     def prometheus(self) -> PrometheusClient:
         """A new client, for `async with`: verification reads the service's own gauges (with
         `prometheus.headers`, e.g. a Mimir/Thanos tenant, as every reader does)."""
@@ -79,3 +95,5 @@ class Clients:
             await self.kube.aclose()
         if self.redis is not None:
             await self.redis.aclose()
+        if self.approvals is not None:
+            await self.approvals.aclose()

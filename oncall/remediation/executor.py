@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -47,18 +46,24 @@ from oncall.model.write_path import (
     Plan,
     Preview,
     Progress,
-    render_preview,
 )
 from oncall.remediation import registry
 from oncall.remediation.action import TargetChanged
-from oncall.remediation.approval import ApprovalConfirm, approval_record, decide
-from oncall.remediation.audit_mirror import mirror_record
+from oncall.remediation.after_change import INTERRUPTED_EXECUTING, after_change
+from oncall.remediation.approval import (
+    ApprovalConfirm,
+    approval_record,
+    decide,
+    live_preview,
+    second_person,
+)
+from oncall.remediation.audit_mirror import anchor_record, mirror_record
 from oncall.remediation.audit_trail import Log, Run
 from oncall.remediation.clients import Clients
 from oncall.remediation.context_guard import cluster_of, context_refusal, stamped
-from oncall.remediation.guards import read_only_guard
+from oncall.remediation.guards import anchor_guard, read_only_guard, two_person_note
 from oncall.remediation.lease import TargetLease, holder_identity
-from oncall.remediation.policy import APPROVAL_TIMEOUT_S, Guards
+from oncall.remediation.policy import Guards
 from oncall.remediation.preconditions import dry_run_refusal, recheck
 from oncall.remediation.rollback import undo_of
 from oncall.settings import Settings
@@ -149,11 +154,15 @@ class Remediator:
     # -- audit -----------------------------------------------------------------------------
 
     async def _record(
-        self, run: Run, transition: str, *, mirror: bool = True, **fields: Any
+        self, run: Run, transition: str, *, mirror: bool | None = True, **fields: Any
     ) -> dict[str, Any]:
+        """Append one record, then copy it (`mirror` None: as an Event only, its Stream copy
+        is the caller's, who must know it was made: the `started` record's)."""
         plan = run.plan
         # The append fsyncs: in a thread, so the caller's loop (the app's) keeps answering.
-        record = await asyncio.to_thread(
+        # Shielded: a Ctrl-C meanwhile does not stop the append, and its record is still known
+        # to this run (the interrupt handlers ask what was written).
+        append = asyncio.ensure_future(asyncio.to_thread(
             self.log.append,
             action_id=run.action_id,
             transition=transition,
@@ -163,14 +172,19 @@ class Remediator:
             context=self.settings.context.name,  # `oncall audit list --context`
             alert=self.alert,
             **fields,
-        )
+        ))  # fmt: skip
+        try:
+            record = await asyncio.shield(append)
+        except asyncio.CancelledError:
+            run.records.append(await append)
+            raise
         run.records.append(record)
-        if mirror:
-            await self._mirror(record, plan)
+        if mirror is not False:
+            await self._mirror(record, plan, stream=mirror is True)
         return record
 
-    async def _mirror(self, record: dict[str, Any], plan: Plan) -> None:
-        problem = await mirror_record(self.clients, record, plan, self.holder)
+    async def _mirror(self, record: dict[str, Any], plan: Plan, *, stream: bool = True) -> None:
+        problem = await mirror_record(self.clients, record, plan, self.holder, stream=stream)
         if problem is not None:
             self.mirror_errors.append(problem)
 
@@ -184,7 +198,11 @@ class Remediator:
     async def preview(self, plan: Plan) -> Preview:
         """Dry run and every guard's verdict, before anyone is asked to confirm."""
         dry_run: Any
-        verdicts = [read_only_guard(self.settings, flag=self.read_only_flag), *plan.checks]
+        verdicts = [
+            read_only_guard(self.settings, flag=self.read_only_flag),
+            anchor_guard(self.settings),
+            *plan.checks,
+        ]
         try:
             dry_run = await registry.action_named(plan.action).dry_run(plan, self.clients)
         except BackendError as exc:
@@ -233,8 +251,12 @@ class Remediator:
             evidence=self.evidence,
             # The notes too: the record is of the preview the person confirms on (secrets in
             # them are masked by the log, as everywhere in a record).
+            # The anchor and the two-person policy too: a rule switched off (`--set
+            # guards.two_person=[]`, audit.local_only) is on record, not silent (issue 29).
             detail={"before": plan.before, "after": plan.after, "undo": plan.undo,
-                    "rollback_of": rollback_of, "notes": list(plan.notes)},
+                    "rollback_of": rollback_of, "notes": list(plan.notes),
+                    "anchor": anchor_guard(self.settings).reason,
+                    "two_person": two_person_note(self.settings, plan.action)},
         )  # fmt: skip
         if preview.refusal:
             return await self._refuse(run, preview.refusal)
@@ -243,17 +265,9 @@ class Remediator:
             return run.end("declined", "declined: nothing was changed")
         await self._record(run, "approved", detail={"by": self.holder})
         if self.guards.two_person.required(plan.action):
-            try:
-                await self.guards.two_person.request(
-                    run.action_id, plan.action, plan.target.label, self.person,
-                    preview=render_preview(preview), confirm_word=plan.confirm_word,
-                    target_json=json.dumps(plan.target.as_dict()),
-                )  # fmt: skip
-            except BackendError as exc:
-                verdict = GuardVerdict("two-person", False, f"cannot ask for approval: {exc}", {})
-                return await self._refuse(run, verdict)
-            say(f"waiting for a second person: oncall remediate approve {run.action_id}")
-            verdict = await self.guards.two_person.wait(run.action_id, timeout_s=APPROVAL_TIMEOUT_S)
+            verdict = await second_person(
+                self.guards.two_person, run.action_id, preview, self.person, say
+            )
             if not verdict.ok:
                 return await self._refuse(run, verdict)
             await self._record(run, "approved", detail=verdict.detail)
@@ -265,7 +279,8 @@ class Remediator:
             if not taken.ok:
                 return await self._refuse(run, taken)
             try:
-                done = await self._execute(run, say)
+                async with lease.kept(plan):  # renewed while it runs and verifies
+                    done = await self._execute(run, say)
             finally:
                 await lease.release(plan)
         if rollback_of and done.status == "verified":
@@ -304,11 +319,19 @@ class Remediator:
             self.guards.two_person, action_id, self.person, confirm,
             read_only=read_only_guard(self.settings, flag=self.read_only_flag),
             unauthenticated=unauthenticated,
+            live=lambda request: live_preview(self.plan, self.clients, request),
         )  # fmt: skip
         fields = approval_record(
             action_id, request, verdict, actor=self.actor, approver=self.person
         )
-        await asyncio.to_thread(self.log.append, **fields)  # fsyncs: off the loop
+        record = await asyncio.to_thread(self.log.append, **fields)  # fsyncs: off the loop
+        # Like every record, to the team Stream (issue 29, item 5: verify found approvals
+        # "written by hand"); a copy that fails is said, as the requester's are.
+        problem = await anchor_record(self.clients, record)
+        if problem is not None:  # said with the verdict, as `remediate` says its own
+            self.mirror_errors.append(problem)
+            note = f" (not copied to the team Stream: {problem})"
+            return GuardVerdict(verdict.guard, verdict.ok, verdict.reason + note, verdict.detail)
         return verdict
 
     async def _execute(self, run: Run, say: Progress) -> Outcome:
@@ -330,15 +353,30 @@ class Remediator:
             verdict = GuardVerdict("rate limit", False, f"guard state unavailable: {exc}", {})
             return await self._refuse(run, verdict)
         try:
-            await self._record(run, "started", request=plan.request)
+            started_record = await self._record(run, "started", mirror=None, request=plan.request)
         except AuditError as exc:
             # Write-ahead: no `started` on disk, no execution. The refusal cannot be written
             # either; the front end shows it.
             verdict = GuardVerdict("audit", False, f"the started record was not written: {exc}", {})
             return run.end("refused", f"refused (audit): nothing was changed — {exc}", verdict)
+        unanchored = await anchor_record(self.clients, started_record)
+        if unanchored is not None:
+            # Write-ahead to the team too: a change the Stream does not know of does not run.
+            reason = f"the started record could not be copied to the team Stream: {unanchored}"
+            await self._record_after(run, say, "failed", guard="anchor", outcome=reason)
+            verdict = GuardVerdict("anchor", False, reason, {})
+            return run.end("refused", f"refused (anchor): nothing was changed — {reason}", verdict)
         started = time.monotonic()
         try:
             result = await action.execute(plan, self.clients)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # Ctrl-C while the change is being made: whether it was is unknown; the log says
+            # so before the interrupt goes on (issue 29, item 6).
+            await self._record_after(
+                run, say, "failed", duration_s=round(time.monotonic() - started, 3),
+                outcome={"interrupted": True, "detail": INTERRUPTED_EXECUTING},
+            )  # fmt: skip
+            raise
         except TargetChanged as exc:
             # Another process wrote first; the atomic write refused ours. Not a backend failure:
             # the circuit breaker does not count it.
@@ -355,27 +393,7 @@ class Remediator:
                 duration_s=round(time.monotonic() - started, 3),
             )  # fmt: skip
             return self._end(run, "failed", f"failed, nothing changed: {exc}")
-        await self.guards.breaker.record_success()
-        await self._record_after(
-            run, say, "succeeded", outcome=result, duration_s=round(time.monotonic() - started, 3)
-        )
-        say("executed; verifying")
-        try:
-            verified, detail = await action.verify(plan, self.clients, result, say)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            # Ctrl-C (asyncio.run cancels the main task) or the app going away: the change WAS
-            # made; the log must say that verification did not finish, then the interrupt goes on.
-            await self._record_after(
-                run, say, "verified", duration_s=round(time.monotonic() - started, 3),
-                outcome={"ok": False, "interrupted": True,
-                         "detail": "verification interrupted: the change was made, unverified"},
-            )  # fmt: skip
-            raise
-        await self._record_after(
-            run, say, "verified", outcome={"ok": verified, "detail": detail},
-            duration_s=round(time.monotonic() - started, 3),
-        )  # fmt: skip
-        return self._end(run, "verified" if verified else "unverified", detail)
+        return await after_change(self, run, action=action, result=result, say=say, started=started)
 
     async def _record_after(self, run: Run, say: Progress, transition: str, **fields: Any) -> None:
         """An outcome record after the change ran: one that cannot be written is shown at once

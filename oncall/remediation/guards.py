@@ -18,9 +18,10 @@ the moments Redis is sick are exactly the moments an operator is most tempted to
 The `record*` and `request` writes raise `BackendError`; the executor calls them before it acts
 and treats an error as a refusal.
 
-Times come from `clock` (default `time.time`, wall-clock seconds): the state is shared between
-hosts, where only wall time means the same thing; tests inject a clock to move time without
-sleeping. Redis TTLs (real time) only tidy keys away; every decision is made on `clock`.
+Times come from the Redis server's clock (`TIME`; issue 29, item 7: each host's own clock
+decided, so one running ahead saw the window over early): the state is shared between hosts,
+and only one clock means the same thing to all of them; tests inject `clock` to move time
+without sleeping. Redis TTLs only tidy keys away; every decision is made on that time.
 
 Check-then-record is not atomic across operators; two operators acting on one target at the
 same instant are kept apart by the per-target Kubernetes Lease, or, for the actions that take
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
@@ -78,6 +78,35 @@ def read_only_guard(settings: Settings, *, flag: bool) -> GuardVerdict:
     return GuardVerdict("read-only", True, "not in read-only mode", {"sources": []})
 
 
+def anchor_guard(settings: Settings) -> GuardVerdict:
+    """The team anchor as a guard (issue 29, item 2): a change runs only with its records
+    copied to the team Stream, unless `audit.local_only` (itself in every preview and record)
+    says otherwise. Whether the `started` copy is actually written is checked before execution.
+    """
+    audit = settings.audit
+    if audit.redis_stream:
+        reason = f"every record is copied to the team Stream {audit.redis_stream}"
+        return GuardVerdict("anchor", True, reason, {"stream": audit.redis_stream})
+    if audit.local_only:
+        reason = (
+            "LOCAL ONLY (audit.local_only: true): no team copy of this change — whoever can "
+            "write the audit file can erase it"
+        )
+        return GuardVerdict("anchor", True, reason, {"stream": None, "local_only": True})
+    reason = (
+        "the team anchor is off (audit.redis_stream is empty): a change needs its Stream "
+        "copy; audit.local_only: true runs it without one (and every record says so)"
+    )
+    return GuardVerdict("anchor", False, reason, {"stream": None, "local_only": False})
+
+
+def two_person_note(settings: Settings, action: str) -> dict[str, Any]:
+    """What the two-person policy was for this action, for the `proposed` record: an empty
+    `guards.two_person` (`--set guards.two_person=[]`) is then on record, not silent."""
+    names = list(settings.guards.two_person)
+    return {"required": action in names, "actions": names}
+
+
 @dataclass(eq=False, repr=False)  # no repr: it would print the clients
 class RedisGuard:
     """What the guards that keep their state in Redis share: they read it through `client`,
@@ -90,7 +119,12 @@ class RedisGuard:
     writer: RedisWriter
     _: KW_ONLY
     prefix: str = GUARD_PREFIX
-    clock: Clock = time.time
+    #: None: the Redis server's clock (TIME); a test's own clock otherwise.
+    clock: Clock | None = None
+
+    async def now(self) -> float:
+        """The time decisions are made on: Redis TIME, or `clock`. Raises BackendError."""
+        return self.clock() if self.clock is not None else await self.client.server_time()
 
 
 @dataclass(eq=False, repr=False, kw_only=True)
@@ -107,8 +141,8 @@ class RateLimit(RedisGuard):
 
     async def check(self, target: str) -> GuardVerdict:
         """Refused when `actions` actions already started on `target` within the window."""
-        now = self.clock()
         try:
+            now = await self.now()
             # "(" makes the bound exclusive: an action exactly one window old has left it.
             started = await self.client.zrangebyscore(
                 self.key(target), f"({now - self.window_s!r}", "+inf"
@@ -143,7 +177,7 @@ class RateLimit(RedisGuard):
 
         Raises BackendError when Redis does not take it (the executor then does not act).
         """
-        now = self.clock()
+        now = await self.now()
         member = f"{now!r} {uuid.uuid4().hex}"
         return await self.writer.record_in_window(
             self.key(target), member, score=now, window_s=self.window_s
@@ -176,8 +210,8 @@ class CircuitBreaker(RedisGuard):
 
     async def check(self) -> GuardVerdict:
         """Refused while the breaker is open."""
-        now = self.clock()
         try:
+            now = await self.now()
             raw = await self.client.get(self.open_key)
             if raw is None:
                 return GuardVerdict(self.guard, True, "circuit breaker closed", {})
@@ -208,7 +242,7 @@ class CircuitBreaker(RedisGuard):
         A failure while already open (from an action that started before it opened) restarts
         the cooldown. Raises BackendError when Redis does not take it.
         """
-        now = self.clock()
+        now = await self.now()
         member = json.dumps(
             {"id": uuid.uuid4().hex, "at": now, "target": target, "reason": reason[:200]}
         )

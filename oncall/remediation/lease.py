@@ -10,18 +10,23 @@ rebuilt at once.
 The preview only reads who holds them (a person is not asked to confirm what would be
 refused); the executor takes them after the confirmation and releases them when the action has
 ended — only if this process still holds them (re-read, compared, then deleted with a
-resourceVersion precondition, oncall/backends/kube_leases.py). A Lease left behind by a crash
-expires by itself after `guards.lease_duration`.
+resourceVersion precondition, oncall/backends/kube_leases.py), renewing them meanwhile
+(`kept`). A Lease left behind by a crash expires by itself after `guards.lease_duration`;
+its times are the apiserver's, not this host's (kube_leases).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import secrets
 import socket
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
+from datetime import datetime
 
+from oncall.backends.kube_leases import server_now
 from oncall.errors import BackendError
 from oncall.model.write_path import GuardVerdict, Plan, Target
 from oncall.remediation.clients import Clients
@@ -59,7 +64,7 @@ class TargetLease:
                 held = await kube.lease_holder(self._namespace(target), lease_name(target))
             except BackendError as exc:
                 return GuardVerdict("lease", False, f"cannot read the Lease: {exc}", {})
-            now = datetime.now(UTC)
+            now = server_now(kube)  # the apiserver's clock, as the Lease's times are
             if held is None or not held.holder or held.holder == self.holder:
                 continue
             if held.expires is None or held.expires <= now:
@@ -85,6 +90,31 @@ class TargetLease:
                 return _held_by(target, lease.holder, lease.since)
             self._taken.append(target)
         return GuardVerdict("lease", True, "held", {"holder": self.holder})
+
+    @contextlib.asynccontextmanager
+    async def kept(self, plan: Plan) -> AsyncIterator[None]:
+        """Renew the Leases taken, every third of `guards.lease_duration`, for as long as the
+        action runs and verifies (issue 29, item 7: a second process patched the target while
+        the first was still verifying, its Lease expired). Bounded by the action's own run."""
+        duration = int(self.clients.settings.guards.lease_duration)
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(max(duration / 3, 0.5))
+                for target in list(self._taken):
+                    with contextlib.suppress(BackendError):  # the next round tries again
+                        kube = await self.clients.kube_writer()
+                        await kube.acquire_lease(
+                            self._namespace(target), lease_name(target), self.holder, duration
+                        )
+
+        renewing = asyncio.ensure_future(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
 
     async def release(self, _plan: Plan) -> None:
         """Release the Leases this process took (only while it still holds them)."""

@@ -68,6 +68,7 @@ class Guards:
                 redis, writer, failures=guards.breaker_failures, cooldown_s=guards.breaker_cooldown
             ),
             TwoPersonRule(
-                redis, writer, actions=frozenset(guards.two_person), timeout_s=APPROVAL_TIMEOUT_S
+                redis, writer, actions=frozenset(guards.two_person), timeout_s=APPROVAL_TIMEOUT_S,
+                grant_writer=clients.approval_writer(),
             ),
-        )
+        )  # fmt: skip

@@ -2,10 +2,18 @@
 authenticated* person approved it, while its requester is still there.
 
     oncall:approval:<action_id>        hash {requester, identity, action, target, target_json,
-                                       preview, confirm_word, host, pid, proc_start,
-                                       requested_at, expires_at, approved_by}, TTL the timeout
+                                       params_json, preview, confirm_word, host, pid,
+                                       proc_start, requested_at, expires_at}, TTL the timeout
     oncall:approval:<action_id>:alive  the requester's heartbeat, TTL HEARTBEAT_S, renewed by
                                        its `wait` at every poll
+    oncall:approval-grant:<action_id>  the approval: JSON {approved_by, at}, SET NX by the
+                                       approver, TTL what is left of the request's
+
+Who may write what (issue 29, item 1): the shipped ACL (deploy/redis/users.acl) lets requesters
+(`oncall-operator`) write requests and only read grants, and approvers (`oncall-approver`,
+`guards.approval_redis_url`) write grants and only read requests: a requester's credentials
+cannot approve, and an approver's cannot change what was asked. The approver is shown the
+preview recomputed from the live target (the executor's `approve`), never the stored one.
 
 Who is a person: the requester and approver are `identity@host`, identity being the Kubernetes
 username SelfSubjectReview gave (oncall/backends/identity.py) — never `$USER`. The same identity
@@ -21,12 +29,14 @@ start time, /proc/PID/stat field 22), approving it is refused.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oncall.backends.redis_write import RedisWriter
 from oncall.errors import BackendError
 from oncall.model.write_path import GuardVerdict
 from oncall.remediation.guards import APPROVAL_PREFIX, RedisGuard, _unavailable
@@ -88,9 +98,25 @@ class TwoPersonRule(RedisGuard):
     timeout_s: float
     prefix: str = APPROVAL_PREFIX
     poll_s: float = 0.2
+    #: Writes the grant: the approvers' Redis user (`guards.approval_redis_url`); None: `writer`.
+    grant_writer: RedisWriter | None = None
 
     def key(self, action_id: str) -> str:
         return f"{self.prefix}:{action_id}"
+
+    def grant_key(self, action_id: str) -> str:
+        """Outside `prefix:*`, so the ACL can give requesters and approvers each their own."""
+        return f"{self.prefix}-grant:{action_id}"
+
+    async def _grant(self, action_id: str) -> dict[str, Any] | None:
+        """The approval written for `action_id`, or None. ValueError when it is not ours."""
+        raw = await self.client.get(self.grant_key(action_id))
+        if raw is None:
+            return None
+        grant = json.loads(raw)
+        if not isinstance(grant, dict) or not isinstance(grant.get("approved_by"), str):
+            raise ValueError(f"{self.grant_key(action_id)} is not an approval")
+        return grant
 
     def required(self, action: str) -> bool:
         """Whether policy requires a second person for this action."""
@@ -104,7 +130,7 @@ class TwoPersonRule(RedisGuard):
         `shown`: what the approver is shown and checked against (preview, confirm_word,
         target_json); this process's host, pid and start time are added.
         """
-        now = self.clock()
+        now = await self.now()
         pid = os.getpid()
         fields = {
             **shown,
@@ -127,18 +153,18 @@ class TwoPersonRule(RedisGuard):
         reason = f"no pending approval request {action_id} (never made, or expired)"
         return GuardVerdict(self.guard, False, reason, {"action_id": action_id})
 
-    def _not_pending(self, action_id: str, request: dict[str, str]) -> GuardVerdict | None:
+    def _not_pending(
+        self, action_id: str, request: dict[str, str], grant: dict[str, Any] | None, now: float
+    ) -> GuardVerdict | None:
         """The refusal when `request` cannot be approved (any more); None when it can."""
         if not request:
             return self._missing(action_id)
         detail: dict[str, Any] = {"action_id": action_id, **request}
         detail.pop("preview", None)
-        if "approved_by" in request:
-            reason = (
-                f"approval request {action_id} was already approved by {request['approved_by']}"
-            )
+        if grant is not None:
+            reason = f"approval request {action_id} was already approved by {grant['approved_by']}"
             return GuardVerdict(self.guard, False, reason, detail)
-        if self.clock() >= float(request.get("expires_at", "0")):
+        if now >= float(request.get("expires_at", "0")):
             reason = f"approval request {action_id} expired"
             return GuardVerdict(self.guard, False, reason, detail)
         return None
@@ -149,7 +175,8 @@ class TwoPersonRule(RedisGuard):
         """The request `approver` may approve (to show its preview), or why they may not."""
         try:
             request = await self.client.hgetall(self.key(action_id))
-            refused = self._not_pending(action_id, request)
+            grant = await self._grant(action_id)
+            refused = self._not_pending(action_id, request, grant, await self.now())
             if refused is not None:
                 return request, refused
             detail: dict[str, Any] = {
@@ -175,11 +202,26 @@ class TwoPersonRule(RedisGuard):
         if refused is not None:
             return refused
         try:
-            if not await self.writer.claim_field(key, "approved_by", approver):
-                # It changed between our read and EXEC: approved by another, or expired.
+            now = await self.now()
+            grant = json.dumps({"approved_by": approver, "at": now})
+            left = float(request["expires_at"]) - now
+            writer = self.grant_writer or self.writer
+            if not await writer.set_nx(self.grant_key(action_id), grant, expire_s=max(left, 1)):
+                # Another approver was first (between our read and this write).
                 request = await self.client.hgetall(key)
-                return self._not_pending(action_id, request) or self._missing(action_id)
-        except (BackendError, KeyError, ValueError) as exc:
+                return self._not_pending(
+                    action_id, request, await self._grant(action_id), now
+                ) or self._missing(action_id)
+        except BackendError as exc:
+            if "NOPERM" in str(exc):
+                reason = (
+                    f"this Redis user may not write approvals ({exc}): an approval is written "
+                    "with the approvers' credentials, guards.approval_redis_url "
+                    "(deploy/redis/users.acl: oncall-approver)"
+                )
+                return GuardVerdict(self.guard, False, reason, {"action_id": action_id})
+            return self._broken(exc)
+        except (KeyError, ValueError) as exc:
             return self._broken(exc)
         detail: dict[str, Any] = {
             "action_id": action_id, "requester": request.get("requester"), "approver": approver,
@@ -201,15 +243,20 @@ class TwoPersonRule(RedisGuard):
         try:
             while True:
                 request = await self.client.hgetall(key)
-                if "approved_by" in request:
-                    approver = request["approved_by"]
-                    detail = {"action_id": action_id, "requester": request.get("requester"),
-                              "approver": approver}  # fmt: skip
-                    return GuardVerdict(self.guard, True, f"approved by {approver}", detail)
+                grant = await self._grant(action_id)
                 if not request:
                     return self._missing(action_id)
+                if grant is not None:
+                    approver = grant["approved_by"]
+                    detail = {"action_id": action_id, "requester": request.get("requester"),
+                              "approver": approver}  # fmt: skip
+                    if _person(approver) == _person(request.get("requester", "")):
+                        # Written by hand with the approvers' credentials: not a second person.
+                        reason = f"a self-approval ({approver}) was written: refused"
+                        return GuardVerdict(self.guard, False, reason, detail)
+                    return GuardVerdict(self.guard, True, f"approved by {approver}", detail)
                 lifetime = float(request["expires_at"]) - float(request["requested_at"])
-                expired = self.clock() >= float(request["expires_at"])
+                expired = await self.now() >= float(request["expires_at"])
                 left = deadline - loop.time()
                 if expired or left <= 0:
                     break

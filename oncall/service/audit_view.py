@@ -273,7 +273,8 @@ class LiveAudit:
 
     def find(self, wanted: str) -> Record | None:
         """The record whose id is `wanted`, or whose seq it is; masked. None when none is."""
-        seq = int(wanted) if wanted.isdigit() else None
+        # ASCII digits only: "³" and "٣" are digits to str.isdigit and no seq to int().
+        seq = int(wanted) if wanted.isascii() and wanted.isdigit() else None
         for line in self.log.lines():
             record = line.record
             if line.problem is not None or record is None:
@@ -337,6 +338,7 @@ class LiveAudit:
                 for a in report.acknowledged
             ],
             incomplete=[str(self.public(item)) for item in report.incomplete],
+            notes=[str(self.public(note)) for note in report.notes],
             incomplete_check=None
             if report.incomplete_check is None
             else str(self.public(report.incomplete_check)),

@@ -245,6 +245,13 @@ class AuditSettings(Section):
         "oncall:audit", description="Team-wide copy as a Redis Stream; null to disable."
     )
     kube_events: bool = Field(True, description="Also record a Kubernetes Event on the target.")
+    local_only: bool = Field(
+        False,
+        description=(
+            "Let changes run without the team Stream copy (redis_stream null or unwritable); "
+            "every preview and record then says so. Off: no Stream copy, no change."
+        ),
+    )
 
 
 class GuardsSettings(Section):
@@ -259,6 +266,23 @@ class GuardsSettings(Section):
     lease_duration: Duration = Field(60.0, description="Kubernetes Lease held per target.")
     two_person: list[str] = Field(
         default_factory=empty_list, description="Actions that need a second person's approval."
+    )
+    namespaces: list[str] = Field(
+        default_factory=empty_list,
+        description=(
+            "Namespaces a remediation may act in (a pod named by telemetry included); "
+            "empty: kubernetes.namespace only."
+        ),
+    )
+    approval_redis_url: RedisUrl | None = Field(
+        None,
+        description=(
+            "redis:// URL (with the approvers' user, deploy/redis/users.acl oncall-approver) "
+            "that `remediate approve` writes approvals with; null: redis.url."
+        ),
+    )
+    approval_redis_password: SecretStr | None = Field(
+        None, description="Password of approval_redis_url's user, if not in the URL."
     )
 
     @field_validator("two_person")

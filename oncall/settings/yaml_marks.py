@@ -17,6 +17,7 @@ again by the pure-Python reader, whose wording the problems have always had.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ except ImportError:  # a pyyaml built without libyaml: the pure-Python reader on
     HAVE_LIBYAML = False
 
 from oncall.errors import Problem
+from oncall.settings.files import not_regular
 
 KeyPath = tuple[str | int, ...]
 
@@ -258,12 +260,21 @@ def _reader_problem(name: str, text: str, exc: yaml.reader.ReaderError) -> Probl
 def _read_bounded(path: Path, name: str, limit: int) -> tuple[str | None, list[Problem]]:
     """The file's text, or the problem that stops us: missing, unreadable, too big."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(limit + 1)  # never more than the limit into memory
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; it is then
+        # refused as what it is. A regular file ignores the flag.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None, [Problem(name, None, None, "", "file not found")]
     except OSError as exc:
         return None, [Problem(name, None, None, "", f"cannot read: {exc.strerror or exc}")]
+    with os.fdopen(fd, "rb") as handle:
+        kind = not_regular(os.fstat(fd).st_mode)
+        if kind is not None:
+            return None, [Problem(name, None, None, "", f"cannot read: {kind}, not a file")]
+        try:
+            raw = handle.read(limit + 1)  # never more than the limit into memory
+        except OSError as exc:
+            return None, [Problem(name, None, None, "", f"cannot read: {exc.strerror or exc}")]
     if len(raw) > limit:
         message = (
             f"file larger than {limit:,} bytes (limits.max_file_bytes); refused before parsing"

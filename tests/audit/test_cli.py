@@ -24,7 +24,12 @@ ALICE = {"user": "alice", "host": "bastion-1", "ssh_client": "10.0.0.7"}
 BOB = {"user": "bob", "host": "bastion-2", "ssh_client": None}
 
 
-LOCAL = "ANCHOR: none: audit.redis_stream is off, the local chain only\n"
+# Without the team Stream, verify never says OK (issue 29, item 2): exit 3.
+def intact(count: str) -> str:
+    return f"LOCAL CHAIN INTACT: {count}; not anchored, so not proven\n" + LOCAL
+
+
+LOCAL = "LOCAL ONLY: audit.redis_stream is off: no team anchor; only the local chain was checked\n"
 
 
 def audit(path: Path, *args: str, cwd: Path | None = None) -> Result:
@@ -180,7 +185,7 @@ def test_show_unknown_record_exits_2(log: AuditLog) -> None:
 
 def test_verify_ok(log: AuditLog) -> None:
     result = audit(log.path, "verify")
-    assert (result.code, result.stdout) == (0, "OK: 5 records, chain intact\n" + LOCAL)
+    assert (result.code, result.stdout) == (3, intact("5 records"))
 
 
 def test_verify_names_the_first_break(log: AuditLog) -> None:
@@ -217,14 +222,14 @@ def test_verify_incomplete_action_exits_1(log: AuditLog) -> None:
     result = audit(log.path, "verify")
     assert result.code == 1
     out = result.stdout.splitlines()
-    assert out[0] == "OK: 6 records, chain intact"
+    assert out[0] == "LOCAL CHAIN INTACT: 6 records; not anchored, so not proven"
     assert out[1].startswith("INCOMPLETE: action act-c: set-degradation-level")
     assert "by bob@bastion-2" in out[1] and "(the process died?)" in out[1]
 
 
 def test_verify_without_a_log(tmp_path: Path) -> None:
     result = audit(tmp_path / "nothing.jsonl", "verify")
-    assert (result.code, result.stdout) == (0, "OK: 0 records, chain intact\n" + LOCAL)
+    assert (result.code, result.stdout) == (3, intact("0 records"))
     assert "no audit log" in result.stderr
 
 
@@ -261,7 +266,7 @@ def test_a_record_with_control_characters_is_shown_safe_and_exported_verbatim(
     exported = audit(log.path, "export", "-o", "jsonl")
     assert exported.code == 0, exported.stderr
     assert exported.stdout.encode() == log.path.read_bytes()
-    assert audit(log.path, "verify").code == 0
+    assert audit(log.path, "verify").code == 3  # intact, not anchored (no Stream here)
 
 
 def test_export_jsonl_filtered(log: AuditLog) -> None:
@@ -302,7 +307,7 @@ def test_secrets_never_appear_in_any_output(log: AuditLog) -> None:
         )
     ]  # fmt: skip
     for result in outputs:
-        assert result.code == 0, result.stderr
+        assert result.code in (0, 3), result.stderr  # verify: 3, no Stream here
         assert_no_secret(result.stdout, result.stderr)
 
 
@@ -348,4 +353,4 @@ def test_the_path_setting_expands_home(tmp_path: Path) -> None:
         env={"HOME": str(home)},
         cwd=tmp_path,
     )
-    assert (result.code, result.stdout) == (0, "OK: 1 record, chain intact\n" + LOCAL)
+    assert (result.code, result.stdout) == (3, intact("1 record"))

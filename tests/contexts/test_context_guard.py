@@ -18,7 +18,7 @@ from tests.tui.test_confirm import FakeRemediations, seqs_preview
 
 SETTINGS = Settings.model_validate(
     {
-        "audit": {"redis_stream": None, "kube_events": False},
+        "audit": {"redis_stream": None, "kube_events": False, "local_only": True},
         "contexts": {"eu": {}, "us": {"production": True}},
     }
 )

@@ -163,7 +163,7 @@ class World:
 def make_world(settings: Settings | None = None) -> World:
     """A remediator over fakes: no Redis Stream, no Kubernetes Events, a fake Lease API."""
     settings = settings or Settings.model_validate(
-        {"audit": {"redis_stream": None, "kube_events": False}}
+        {"audit": {"redis_stream": None, "kube_events": False, "local_only": True}}
     )
     log, rate, breaker, two = FakeLog(), FakeRate(), FakeBreaker(), FakeTwoPerson()
     leases = FakeLeases()

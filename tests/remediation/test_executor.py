@@ -100,7 +100,7 @@ async def test_the_actions_own_check_is_in_the_preview_and_can_refuse(
     plan = await world.remediator.plan("set-note", {"text": "quiet"})
     preview = await world.remediator.preview(plan)
     assert [v.guard for v in preview.verdicts] == [
-        "read-only", "note", "rate-limit", "circuit-breaker", "lease",
+        "read-only", "anchor", "note", "rate-limit", "circuit-breaker", "lease",
     ]  # fmt: skip
     asked: list[Preview] = []
     loud = await world.remediator.plan("set-note", {"text": "PAUSED"})

@@ -4,13 +4,17 @@ fills up at the `started` record, for tests/security/test_audit_write_failure.py
 The remediator is the real executor over the test action `set-note` and the fakes of
 tests/remediation (no cluster, no Redis), with the real `AuditLog` at LOG. MODE
 `before-started`: the file may not grow by the `started` record; `after-started`: it may not
-grow past it. The limit is the kernel's (RLIMIT_FSIZE, SIGXFSZ ignored, so write() fails with
+grow past it; `head-full`: the `started` line fits, the head file after it does not (ENOSPC,
+as a disk with a few bytes left fails; issue 29: that left a false INCOMPLETE). The limit is
+the kernel's (RLIMIT_FSIZE, SIGXFSZ ignored, so write() fails with
 EFBIG as it fails with ENOSPC on a full disk), set on this process only. At exit the note's
 writes are printed, so the test knows whether the change ran.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import resource
 import signal
 import sys
@@ -43,10 +47,22 @@ class DiskFillsUp:
         started = fields.get("transition") == "started"
         if started and self.mode == "before-started":
             self._fill()
+        if started and self.mode == "head-full":
+            return self._head_full(fields)
         record = self.log.append(**fields)
         if started and self.mode == "after-started":
             self._fill()
         return record
+
+    def _head_full(self, fields: dict[str, Any]) -> dict[str, Any]:
+        def no_space(*_args: Any) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        self.log._write_head = no_space  # type: ignore[method-assign,assignment]
+        try:
+            return self.log.append(**fields)
+        finally:
+            del self.log._write_head
 
     def records(self) -> Any:
         return self.log.records()

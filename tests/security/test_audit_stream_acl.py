@@ -30,7 +30,7 @@ from tests.harness.servers import RunningServer, redis_server
 
 ACL = Path(__file__).resolve().parents[2] / "deploy" / "redis" / "users.acl"
 STREAM = "oncall:audit"
-USERS = ("oncall-operator", "oncall-reviewer", "oncall-admin")
+USERS = ("oncall-operator", "oncall-approver", "oncall-reviewer", "oncall-admin")
 POD = {"kind": "Pod", "namespace": "ai", "name": "vllm-0", "uid": "6f1c"}
 
 

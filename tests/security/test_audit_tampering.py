@@ -217,7 +217,7 @@ def test_the_stream_unreachable_checks_only_the_local_chain(log: AuditLog, strea
     result = verify(log, nobody, stream)
     assert result.code == 3, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "OK: 1 record, chain intact"
+    assert lines[0] == "LOCAL CHAIN INTACT: 1 record; not anchored, so not proven"
     assert lines[1].startswith(f"LOCAL ONLY: the team Stream {stream} is unreachable")
     assert lines[1].endswith("only the local chain was checked")
     # A problem the local chain shows is found whatever the Stream: exit 1, not 3.

@@ -61,3 +61,19 @@ def test_an_outcome_that_cannot_be_written_is_loud_verified_and_exits_1(tmp_path
     report = AuditLog(log).verify()
     assert report.ok and len(report.incomplete) == 1
     assert "Traceback" not in output
+
+
+def test_a_started_record_whose_head_cannot_be_written_leaves_no_false_incomplete(
+    tmp_path: Path,
+) -> None:
+    """Issue 29, item 9: the `started` line reached the disk, its head file did not (disk
+    full): the action was refused, yet the line stayed, and verify said INCOMPLETE for an
+    action that never ran. The line is taken back with the refusal."""
+    log = tmp_path / "audit.jsonl"
+    code, output = remediate(log, "head-full")
+    assert "NOTE WRITES: []" in output, output  # nothing ran
+    assert "refused (audit): nothing was changed" in output
+    assert code == 1
+    assert transitions(log) == ["proposed", "approved"]
+    report = AuditLog(log).verify()
+    assert report.ok and report.incomplete == [], report

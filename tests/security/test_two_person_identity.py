@@ -75,9 +75,11 @@ async def _request(requester: Remediator, pod: str) -> tuple[str, asyncio.Task[A
     preview = await requester.preview(plan)
     action_id = os.urandom(6).hex()  # as new_action_id() makes them
     rule = requester.guards.two_person
+    # The stored preview is a decoy: the approver must be shown the live one (issue 29).
     await rule.request(action_id, plan.action, plan.target.label, requester.person,
                        preview="PREVIEW " + plan.summary, confirm_word=pod,
-                       target_json=json.dumps(plan.target.as_dict()))  # fmt: skip
+                       target_json=json.dumps(plan.target.as_dict()),
+                       params_json=json.dumps(plan.params))  # fmt: skip
     assert preview.plan is plan
     return action_id, asyncio.ensure_future(rule.wait(action_id, timeout_s=30))
 
@@ -137,7 +139,7 @@ async def test_another_identity_without_a_terminal_is_refused_and_audited(
                 assert "refused: read-only" in out or "read-only" in out
             else:
                 assert "a typed confirmation needs a terminal" in out
-                assert "PREVIEW rebuild-pod" in out
+                assert f"rebuild-pod Pod {NS}/{pod}" in out and "PREVIEW" not in out, out
         assert not waiting.done()
     peer_log = _records(tmp_path / "peer.jsonl")
     assert [r["transition"] for r in peer_log] == ["refused", "refused"]
@@ -164,7 +166,7 @@ async def test_another_identity_confirming_approves_and_both_logs_say_so(
         waited = await waiting
     assert verdict.ok, verdict
     assert waited.ok and waited.detail["approver"].startswith("oncall-peer@")
-    assert shown and shown[0][0].startswith("PREVIEW rebuild-pod") and shown[0][1] == pod
+    assert shown and shown[0][0].startswith(f"rebuild-pod Pod {NS}/{pod}") and shown[0][1] == pod
     [record] = _records(tmp_path / "peer.jsonl")
     assert record["transition"] == "approved" and record["action_id"] == action_id
     assert record["detail"]["approval_of"].startswith("oncall-operator@")

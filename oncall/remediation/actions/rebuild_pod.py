@@ -7,6 +7,14 @@ Ready replicas than `min_ready` allows. Just before the eviction the count is ta
 (`changed_since_plan`), and the eviction itself is the cluster's own check: the apiserver
 refuses it (429) when a PodDisruptionBudget would be broken, atomically, whoever else evicts.
 
+The pod may come from telemetry (GPUXidError's from dcgm-exporter's labels: issue 29, item 8,
+a lying Prometheus picked any pod, a `kube-system` one too), so it is checked against the
+Kubernetes API before any preview: its namespace must be one remediations may act in
+(`guards.namespaces`, else `kubernetes.namespace`: refused before the pod is even read), it
+must have a controller that replaces it (a Deployment, StatefulSet or ReplicaSet; never a bare
+pod, a DaemonSet's or a static one), and when the proposal names the node the GPU is on
+(`node`), the API must place the pod there.
+
 Command-line equivalents: `kubectl get pdb -n NS`, then `curl -X POST
 …/api/v1/namespaces/NS/pods/NAME/eviction?dryRun=All -d '{"apiVersion":"policy/v1",
 "kind":"Eviction","metadata":{"name":NAME},"deleteOptions":{"preconditions":{"uid":…}}}'`
@@ -25,6 +33,8 @@ from oncall.remediation.action import Action, PlanError, Say
 from oncall.remediation.clients import Clients
 
 REPLACE_TIMEOUT_S = 120.0
+#: The controllers whose pods rebuild-pod evicts: they create a replacement elsewhere.
+REPLACED_BY = ("Deployment", "StatefulSet", "ReplicaSet")
 #: The precondition: the pod still has the UID the person confirmed.
 UID = "pod uid"
 
@@ -37,10 +47,22 @@ class RebuildPod(Action[RebuildPodParams]):
 
     async def plan(self, params: RebuildPodParams, clients: Clients) -> Plan:
         namespace = params.namespace or clients.settings.kubernetes.namespace
+        allowed = clients.settings.guards.namespaces or [clients.settings.kubernetes.namespace]
+        if namespace not in allowed:
+            raise PlanError(
+                f"rebuild-pod in namespace {namespace!r}: remediations act only in "
+                f"{', '.join(allowed)} (guards.namespaces)"
+            )
         kube = await clients.kube_writer()
         pod = await kube.get_pod(namespace, params.pod)
         meta = pod.get("metadata") or {}
         uid = meta.get("uid")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if params.node is not None and params.node != node:
+            raise PlanError(
+                f"pod {namespace}/{params.pod} runs on node {node or '(none)'} by the "
+                f"Kubernetes API, not on {params.node} as the telemetry that named it says"
+            )
         notes = []
         if params.uid and params.uid != uid:
             # Keep the UID the person asked about: the server's precondition refuses the delete,
@@ -59,8 +81,13 @@ class RebuildPod(Action[RebuildPodParams]):
             )
         target = Target("Pod", params.pod, namespace, uid, meta.get("resourceVersion"))
         owner = await kube.owning_workload(namespace, pod)
-        workload = Target(owner[0], owner[1], namespace, owner[2] or None) if owner else None
-        node = (pod.get("spec") or {}).get("nodeName")
+        if owner is None or owner[0] not in REPLACED_BY:
+            what = f"a {owner[0]}'s pod" if owner else "a bare pod (no controller)"
+            raise PlanError(
+                f"pod {namespace}/{params.pod} is {what}: rebuild-pod evicts only pods a "
+                f"{', '.join(REPLACED_BY)} replaces"
+            )
+        workload = Target(owner[0], owner[1], namespace, owner[2] or None)
         return Plan(
             action=self.name,
             params=params.model_dump(exclude_none=True),

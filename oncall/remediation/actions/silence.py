@@ -13,6 +13,11 @@ Matchers that match everything are refused when planned, with Alertmanager's own
 refuses them too): at least one matcher must not match the empty string — so `{}`,
 `alertname=~".*"` or `pod!="x"` alone never silence the whole team's pager.
 
+A broad or long silence is dangerous (issue 29, item 9: a 30-day `{alertname=~".+"}` took
+only "yes"): one with no `name="value"` matcher (every matcher a regex or a negation), or that
+matches BROAD_ALERTS alerts or more now, or that lasts longer than LONG_S, is confirmed by
+typing `silence-DURATION` (e.g. `silence-30d`), and the preview says why.
+
 Before the write, the alerts are matched again: an alert the silence would now mute that the
 person was not shown refuses the action (precondition). The silence's times are taken when it
 is created (now → now + duration), so a slow confirmation does not shorten it.
@@ -55,6 +60,21 @@ MAX_DURATION_S = 30 * 86400
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(?:[0-9]+[mhdw])+")
 SEEN_TIMEOUT_S = 10.0
+#: A silence longer than this, or matching this many alerts, is typed for, not just "yes".
+LONG_S = 86400
+BROAD_ALERTS = 10
+
+
+def why_dangerous(matchers: tuple[Matcher, ...], seconds: int, found: int) -> list[str]:
+    """Why a silence must be typed for (empty: "yes" will do)."""
+    why = []
+    if not any(m.op == "=" and m.value for m in matchers):
+        why.append('no matcher names one value (name="value"): it mutes alerts yet unknown')
+    if found >= BROAD_ALERTS:
+        why.append(f"it matches {found} alerts now")
+    if seconds > LONG_S:
+        why.append(f"it lasts {seconds // 3600}h, longer than {LONG_S // 3600}h")
+    return why
 
 
 def duration_s(text: str) -> int:
@@ -137,6 +157,7 @@ class Silence(Action[SilenceParams]):
         if len(found) > SHOWN_ALERTS:
             lines.append(f"… {len(found) - SHOWN_ALERTS} more")
         flag = "" if found else "; WARNING: matches NO alert now (check the matchers)"
+        dangerous = why_dangerous(matchers, seconds, len(found))
         return Plan(
             action=self.name,
             params=params.model_dump(),
@@ -147,10 +168,13 @@ class Silence(Action[SilenceParams]):
                 f"{author}: {params.comment}"
             ),
             request={"method": "POST", "path": "/api/v2/silences", "body": body},
-            dangerous=False,
-            confirm_word="yes",
-            notes=tuple(f"matches {line}" for line in lines)
-            or ("matches no alert now: the silence waits for one",),
+            dangerous=bool(dangerous),
+            confirm_word=f"silence-{params.duration.strip()}" if dangerous else "yes",
+            notes=tuple(f"typed confirmation: {why}" for why in dangerous)
+            + (
+                tuple(f"matches {line}" for line in lines)
+                or ("matches no alert now: the silence waits for one",)
+            ),
             preconditions=(Precondition(MATCHED, sorted(a.fingerprint for a in found)),),
         )
 
