@@ -138,7 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(check, suppress=True)
     check.set_defaults(handler=_run_check)
 
-    from oncall.cli import ack_cmd, audit_cmd, drill_cmd, remediate_cmd, runbook_cmd, silence_cmd
+    from oncall.cli import (
+        ack_cmd,
+        audit_cmd,
+        drill_cmd,
+        remediate_cmd,
+        runbook_cmd,
+        serve_cmd,
+        silence_cmd,
+    )
 
     runbook_cmd.register(commands, _global_options)
     audit_cmd.register(commands, _global_options)
@@ -146,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     silence_cmd.register(commands, _global_options)
     ack_cmd.register(commands, _global_options)
     drill_cmd.register(commands, _global_options)
+    serve_cmd.register(commands, _global_options)
     return parser
 
 
