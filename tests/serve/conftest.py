@@ -12,7 +12,6 @@ import contextlib
 import json
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,7 +201,7 @@ def stored(redis_url: str, alert_name: str = "ServeTestAlert") -> list[dict[str,
     """The verdicts of `alert_name` in Redis, read with redis-py (not oncall's reader)."""
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
-        ids = client.zrange(f"oncall:verdicts:alert:{alert_name}", 0, -1)
+        ids = [str(v) for v in client.zrange(f"oncall:verdicts:alert:{alert_name}", 0, -1)]
         out = []
         for vid in ids:
             raw = client.hget(f"oncall:verdict:{vid}", "verdict")
@@ -228,6 +227,3 @@ def flush(redis_url: str) -> None:
 def wait_for(condition: Any, *, timeout: float, what: str, serve: Serve | None = None) -> None:
     proc, log = (serve.proc, serve.log_path) if serve else (None, None)
     wait_until(condition, timeout=timeout, what=what, proc=proc, log=log)
-
-
-__all__ = ["time"]
