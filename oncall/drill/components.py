@@ -40,6 +40,9 @@ class Ports:
     gpu: int
     prometheus: int
     alertmanager: int
+    # 0 in the state of a drill started before `oncall serve` joined it.
+    serve: int = 0
+    notify_sink: int = 0
 
     def url(self, name: str) -> str:
         return f"http://{LOOPBACK}:{getattr(self, name)}"
@@ -64,6 +67,16 @@ def redis_argv(ports: Ports, directory: Path) -> list[str]:
         "--latency-monitor-threshold", "5", "--maxmemory", "64mb",
         "--maxmemory-policy", "allkeys-lru",
     ]  # fmt: skip
+
+
+def notify_sink_argv(ports: Ports, file: Path) -> list[str]:
+    return [*PY, "oncall.drill.notify_sink", "--port", str(ports.notify_sink), "--file", str(file)]
+
+
+def serve_argv(config: Path) -> list[str]:
+    """`oncall serve` with the drill's settings: a process of the app, started like any
+    other command (the drill imports nothing of it)."""
+    return [*PY, "oncall", "serve", "--config", str(config)]
 
 
 def redis_exporter_argv(ports: Ports) -> list[str]:
@@ -313,7 +326,10 @@ def ready(name: str, ports: Ports) -> bool:
     if name == "cluster":
         # Ready pods behind the Service: the vLLM simulators answer through it.
         return http_get(f"{ports.url('vllm_service')}/health")[0] == 200
+    if name == "serve":
+        return http_get(f"{ports.url('serve')}/readyz")[0] == 200
     port = {
+        "notify-sink": ports.notify_sink,
         "redis": ports.redis,
         "redis-exporter": ports.redis_exporter,
         "gateway": ports.gateway,

@@ -121,4 +121,6 @@ def run(settings: Settings, *, listen: str | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
+    # One line per probe request would drown serve's own (one per verdict, per problem).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     return asyncio.run(serve_forever(settings, listen=listen))

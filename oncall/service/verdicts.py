@@ -20,7 +20,7 @@ from typing import Any
 from oncall.backends import from_settings
 from oncall.backends.verdicts import VerdictStore
 from oncall.checklist.compiled import CompiledRunbook
-from oncall.errors import ConfigError, UsageError
+from oncall.errors import ConfigError, OncallError, UsageError
 from oncall.model.checklist_events import StepResult
 from oncall.model.verdicts import CHECKED, RUNBOOK_BROKEN, Firing, Verdict
 from oncall.probes.context import ProbeContext
@@ -28,7 +28,13 @@ from oncall.redaction import redact
 from oncall.service.checklists import find_runbook, load_checked, stream_checklist
 from oncall.settings import Settings
 
-__all__ = ["VerdictReader", "VerdictStore", "check_firing", "store_from_settings"]
+__all__ = [
+    "AtFiringVerdicts",
+    "VerdictReader",
+    "VerdictStore",
+    "check_firing",
+    "store_from_settings",
+]
 
 
 def store_from_settings(settings: Settings) -> VerdictStore:
@@ -184,3 +190,42 @@ def evidence_at_firing(verdict: Verdict, step: str | None = None) -> dict[str, A
             for s in chosen
         ],
     }  # fmt: skip
+
+
+#: How long the app waits for the verdict store: decoration beside the live run, never a hold.
+AT_FIRING_TIMEOUT_S = 2.0
+
+
+class AtFiringVerdicts:
+    """The app's reads of at-firing verdicts: one reader per context, each read bounded; a
+    store that does not answer gives no verdict (the board shows the live run alone)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._readers: dict[str, VerdictReader] = {}
+
+    def _reader(self, context: str) -> VerdictReader:
+        reader = self._readers.get(context)
+        if reader is None:
+            own = self.settings
+            if context in own.contexts:
+                own = own.for_context(context)
+            reader = self._readers[context] = VerdictReader.from_settings(own)
+        return reader
+
+    async def find(self, wanted: list[tuple[str, str, str]]) -> dict[str, Verdict]:
+        """{key: verdict} for (key, context, alert) of firing alerts; those without one left out."""
+        found: dict[str, Verdict] = {}
+        for key, context, alert in wanted:
+            try:
+                async with asyncio.timeout(AT_FIRING_TIMEOUT_S):
+                    verdict = await self._reader(context).at_firing(alert, context=context or None)
+            except (TimeoutError, OncallError):
+                continue
+            if verdict is not None:
+                found[key] = verdict
+        return found
+
+    async def aclose(self) -> None:
+        for reader in self._readers.values():
+            await reader.aclose()
