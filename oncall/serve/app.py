@@ -9,7 +9,6 @@ nothing of it is stored. Errors are answered as text, never a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import Counter
@@ -62,8 +61,7 @@ def make_app(
         for firing in parsed.firings:
             if firing.status == "resolved":
                 outcomes["resolved"] += 1
-                task = asyncio.create_task(pool.resolve(firing))
-                pool.background(task)
+                pool.resolve_soon(firing)
                 continue
             if await pool.runbook(firing) is None:
                 outcomes["no_runbook"] += 1
@@ -88,12 +86,11 @@ def make_app(
     async def readyz(_request: web.Request) -> web.Response:
         # Not ready while the queue is full: another replica takes the notification. Redis
         # down does not make it unready: the checklists still run (verdicts wait in memory).
-        if pool.queue.full():
+        if pool.full():
             return web.Response(status=503, text="overloaded: the checklist queue is full\n")
         return web.Response(text="ready\n")
 
     async def metrics_page(_request: web.Request) -> web.Response:
-        metrics.queue_depth.set(pool.queue.qsize())
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -20,6 +20,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import threading
 import time
 from pathlib import Path
 
@@ -54,14 +55,19 @@ class Pool:
         self.notifier = notifier
         self.metrics = metrics
         self.replica = replica
-        self.queue: asyncio.Queue[Firing] = asyncio.Queue(self.serve.queue_size)
+        # The pool runs on its own thread and event loop (`start`): the receiver's loop only
+        # parses and queues, so a busy checklist never delays Alertmanager's answer.
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.queue: asyncio.Queue[Firing] | None = None  # made on the pool's loop
+        self._lock = threading.Lock()  # `queued` and `depth`: both threads change them
+        self.depth = 0  # firings queued, not yet taken by a worker (≤ serve.queue_size)
         self.queued: set[str] = set()  # firings queued or running here
         self.waiting: dict[str, asyncio.TimerHandle] = {}  # on another replica's claim
         self.buffer: collections.deque[Verdict] = collections.deque()
         self.overflowed: collections.deque[Firing] = collections.deque(maxlen=self.serve.queue_size)
         self._lookups: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, Path | None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[None]] = set()
         self.ctx = ProbeContext(settings)
 
     # -- the receiver's side: answers at once -------------------------------------------------
@@ -69,35 +75,46 @@ class Pool:
     async def runbook(self, firing: Firing) -> Path | None:
         """The firing's runbook, looked up in a thread and remembered a few seconds: a burst
         of one alert's instances asks the runbook folders once."""
-        key = (firing.alert, tuple(sorted(firing.labels.items())))
         now = time.monotonic()
+        # A file named after the alert is its runbook whatever its labels (find_runbook's
+        # first rule): one lookup serves every instance of it.
+        named = self._lookups.get((firing.alert, ()))
+        if named is not None and now - named[0] < LOOKUP_TTL:
+            return named[1]
+        key = (firing.alert, tuple(sorted(firing.labels.items())))
         found = self._lookups.get(key)
         if found is not None and now - found[0] < LOOKUP_TTL:
             return found[1]
         path = await asyncio.to_thread(runbook_of, self.settings, firing)
         if len(self._lookups) >= 4096:
             self._lookups.clear()
-        self._lookups[key] = (now, path)
+        by_name = path is not None and path.stem == firing.alert
+        self._lookups[(firing.alert, ()) if by_name else key] = (now, path)
         return path
 
+    def full(self) -> bool:
+        return self.depth >= self.serve.queue_size
+
     def offer(self, firing: Firing) -> str:
-        """Queue a firing for its checklist; what became of it (a metric label)."""
-        if firing.key in self.queued:
-            return "duplicate"
-        try:
-            self.queue.put_nowait(firing)
-        except asyncio.QueueFull:
-            self.overflowed.append(firing)
-            self.metrics.checklists.labels("overflow").inc()
-            return "overflow"
-        self.queued.add(firing.key)
-        self.metrics.queue_depth.set(self.queue.qsize())
+        """Queue a firing for its checklist (from any thread); what became of it (a metric
+        label)."""
+        with self._lock:
+            if firing.key in self.queued:
+                return "duplicate"
+            if self.loop is None or self.queue is None or self.full():
+                self.overflowed.append(firing)
+                self.metrics.checklists.labels("overflow").inc()
+                return "overflow"
+            self.queued.add(firing.key)
+            self.depth += 1
+            self.metrics.queue_depth.set(self.depth)
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, firing)
         return "queued"
 
-    def background(self, task: asyncio.Task[None]) -> None:
-        """Hold a short task (a resolution's write) until it is done."""
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    def resolve_soon(self, firing: Firing) -> None:
+        """Record a resolution on the pool's loop (from the receiver's)."""
+        if self.loop is not None:
+            asyncio.run_coroutine_threadsafe(self.resolve(firing), self.loop)
 
     async def resolve(self, firing: Firing) -> None:
         try:
@@ -109,23 +126,58 @@ class Pool:
     # -- the workers --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self._worker(), name=f"serve-worker-{i}")
-            for i in range(self.serve.workers)
-        ]
-        self._tasks.append(asyncio.create_task(self._flusher(), name="serve-flusher"))
+        """Start the pool's thread: its loop, the workers, the flusher and the notifier."""
+        ready = threading.Event()
+
+        failed: list[BaseException] = []
+
+        async def begin() -> None:
+            self.queue = asyncio.Queue()  # bounded by `depth`, checked in `offer`
+            self._tasks = [
+                asyncio.create_task(self._worker(), name=f"serve-worker-{i}")
+                for i in range(self.serve.workers)
+            ]
+            self._tasks.append(asyncio.create_task(self._flusher(), name="serve-flusher"))
+            self.notifier.start()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(begin())
+            except BaseException as exc:  # said by `start`, in the caller's thread
+                failed.append(exc)
+                ready.set()
+                loop.close()
+                return
+            self.loop = loop
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="serve-pool", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failed:
+            raise failed[0]
 
     async def _worker(self) -> None:
+        assert self.queue is not None
         while True:
             firing = await self.queue.get()
-            self.metrics.queue_depth.set(self.queue.qsize())
+            with self._lock:
+                self.depth -= 1
+                self.metrics.queue_depth.set(self.depth)
             try:
                 outcome = await self._check(firing)
             except Exception:  # a bug in one check must not stop the worker
                 log.exception("checklist of %s failed", firing.alert)
                 outcome = "error"
             finally:
-                self.queued.discard(firing.key)
+                with self._lock:
+                    self.queued.discard(firing.key)
             self.metrics.checklists.labels(outcome).inc()
 
     async def _check(self, firing: Firing) -> str:
@@ -225,6 +277,18 @@ class Pool:
                 self._stored(verdict)
 
     async def aclose(self) -> None:
+        """Stop the pool's thread (from the receiver's loop): running checklists are cancelled,
+        their claims left to expire; the clients are closed."""
+        loop, thread = self.loop, self._thread
+        if loop is None or thread is None:
+            await self._shutdown()
+            return
+        done = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+        await asyncio.wrap_future(done)
+        loop.call_soon_threadsafe(loop.stop)
+        await asyncio.to_thread(thread.join, 10)
+
+    async def _shutdown(self) -> None:
         for handle in self.waiting.values():
             handle.cancel()
         for task in self._tasks:
@@ -232,4 +296,6 @@ class Pool:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.notifier.aclose()
         await self.ctx.aclose()
+        await self.store.aclose()

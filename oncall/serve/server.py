@@ -43,9 +43,7 @@ class Running:
 
     async def stop(self) -> None:
         await self.runner.cleanup()
-        await self.notifier.aclose()
-        await self.pool.aclose()
-        await self.pool.store.aclose()
+        await self.pool.aclose()  # the notifier and the store with it, on the pool's loop
 
 
 def replica_name() -> str:
@@ -92,7 +90,6 @@ async def start(settings: Settings, *, listen: str | None = None) -> Running:
     if sockets:
         bound = sockets[0].getsockname()[1]
     pool.start()
-    notifier.start()
     return Running(runner, pool, notifier, metrics, bound)
 
 

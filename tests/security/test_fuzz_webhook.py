@@ -121,6 +121,5 @@ def test_the_app_answers_every_fuzzed_body_as_json(tmp_path: Path) -> None:
                 assert answer.status in (200, 400), await answer.text()
                 assert "status" in await answer.json()
         await pool.aclose()
-        await pool.store.aclose()
 
     asyncio.run(run())
