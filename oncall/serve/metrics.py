@@ -25,7 +25,7 @@ class ServeMetrics:
         )  # fmt: skip
         self.checklists = Counter(
             "oncall_serve_checklists", "Firings by outcome: checked, duplicate, claimed "
-            "elsewhere, overflow, no runbook, runbook broken, error.", ["outcome"], registry=r,
+            "elsewhere, overflowed, no runbook, runbook broken, error.", ["outcome"], registry=r,
         )  # fmt: skip
         self.duration = Histogram(
             "oncall_serve_checklist_duration_seconds", "Time a checklist ran.",

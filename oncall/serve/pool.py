@@ -103,8 +103,8 @@ class Pool:
                 return "duplicate"
             if self.loop is None or self.queue is None or self.full():
                 self.overflowed.append(firing)
-                self.metrics.checklists.labels("overflow").inc()
-                return "overflow"
+                self.metrics.checklists.labels("overflowed").inc()
+                return "overflowed"
             self.queued.add(firing.key)
             self.depth += 1
             self.metrics.queue_depth.set(self.depth)

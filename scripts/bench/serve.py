@@ -211,12 +211,12 @@ def main() -> int:
 
             def drained() -> bool:
                 done = metric(url, "oncall_serve_checklists_total", outcome="checked")
-                over = metric(url, "oncall_serve_checklists_total", outcome="overflow")
+                over = metric(url, "oncall_serve_checklists_total", outcome="overflowed")
                 return bool(done + over >= args.burst + args.firings)
 
             wait(drained, 600, "the queue to drain")
             checked = metric(url, "oncall_serve_checklists_total", outcome="checked") - args.firings
-            overflow = metric(url, "oncall_serve_checklists_total", outcome="overflow")
+            overflow = metric(url, "oncall_serve_checklists_total", outcome="overflowed")
             recorded = sum(v["status"] != "checked" for v in verdicts(redis_url))
             print(f"burst: checked {checked:.0f} + overflow {overflow:.0f} = "
                   f"{checked + overflow:.0f} of {args.burst}; overflow recorded as "

@@ -181,9 +181,11 @@ def test_ten_thousand_alerts_in_one_notification_overflow_counted(
     answer = serve.post(None, raw=raw)
     assert answer.status_code == 200, answer.text
     counts = answer.json()["alerts"]
-    assert counts["queued"] + counts["overflow"] == 10_000
+    assert counts["queued"] + counts["overflowed"] == 10_000
     assert counts["queued"] <= 8 + 2  # the queue, plus what the workers took meanwhile
-    assert serve.metric("oncall_serve_checklists_total", outcome="overflow") == counts["overflow"]
+    assert (
+        serve.metric("oncall_serve_checklists_total", outcome="overflowed") == counts["overflowed"]
+    )
     # Overflowed firings are recorded as such, bounded by the queue's size.
     wait_for(
         lambda: sum(v["status"] == "not checked: overloaded" for v in stored(redis_srv.url)) >= 8,
