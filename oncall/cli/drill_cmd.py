@@ -83,6 +83,11 @@ def register(commands: Any, global_options: Any) -> None:
     inject = add("inject", "inject a scenario's faults into the running drill", run_inject)
     inject.add_argument("scenario")
     add("clear", "undo every fault and return to the base load", run_clear)
+    notes = add(
+        "notifications", "what `oncall serve` sent the drill's chat sink (one per verdict)",
+        run_notifications,
+    )  # fmt: skip
+    notes.add_argument("-o", "--output", choices=("table", "json"), default="table")
     scenarios = add("scenarios", "list the scenarios and the alert each trips", run_scenarios)
     scenarios.add_argument("-o", "--output", choices=("table", "json"), default="table")
     watch = add(
@@ -219,6 +224,28 @@ def run_down(args: argparse.Namespace) -> int:
         )
         print(f"{row['name']:<15} pid {row['pid']:<7} {mark}{port}")
     return EXIT_FOUND if problems else 0
+
+
+@_drill_errors
+def run_notifications(args: argparse.Namespace) -> int:
+    from oncall.drill.always_on import NOTIFICATIONS
+    from oncall.drill.notify_sink import read_messages
+    from oncall.redaction import json_terminal_safe, terminal_safe
+
+    messages = read_messages(_stack_dir(args).resolve() / NOTIFICATIONS)
+    if args.output == "json":
+        print(json_terminal_safe(json.dumps(messages, indent=2, ensure_ascii=False)))
+        return 0
+    for message in messages:
+        at = time.strftime("%H:%M:%S", time.localtime(float(str(message.get("at", 0)))))
+        body = message.get("body")
+        text = body.get("text", "") if isinstance(body, dict) else str(body)
+        print(terminal_safe(f"{at} → {message.get('name')}"))
+        for line in str(text).splitlines():
+            print(terminal_safe(f"    {line}"))
+    if not messages:
+        print("no notifications yet", file=sys.stderr)
+    return 0
 
 
 @_drill_errors

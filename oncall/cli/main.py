@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         remediate_cmd,
         rules_cmd,
         runbook_cmd,
+        serve_cmd,
         silence_cmd,
     )
 
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     ack_cmd.register(commands, _global_options)
     drill_cmd.register(commands, _global_options)
     rules_cmd.register(commands, _global_options)
+    serve_cmd.register(commands, _global_options)
     return parser
 
 

@@ -40,6 +40,9 @@ class Ports:
     gpu: int
     prometheus: int
     alertmanager: int
+    # 0 in the state of a drill started before `oncall serve` joined it.
+    serve: int = 0
+    notify_sink: int = 0
 
     def url(self, name: str) -> str:
         return f"http://{LOOPBACK}:{getattr(self, name)}"
@@ -64,6 +67,16 @@ def redis_argv(ports: Ports, directory: Path) -> list[str]:
         "--latency-monitor-threshold", "5", "--maxmemory", "64mb",
         "--maxmemory-policy", "allkeys-lru",
     ]  # fmt: skip
+
+
+def notify_sink_argv(ports: Ports, file: Path) -> list[str]:
+    return [*PY, "oncall.drill.notify_sink", "--port", str(ports.notify_sink), "--file", str(file)]
+
+
+def serve_argv(config: Path) -> list[str]:
+    """`oncall serve` with the drill's settings: a process of the app, started like any
+    other command (the drill imports nothing of it)."""
+    return [*PY, "oncall", "serve", "--config", str(config)]
 
 
 def redis_exporter_argv(ports: Ports) -> list[str]:
@@ -210,17 +223,34 @@ ALERTMANAGER_INHIBIT_RULES: list[dict[str, Any]] = [
 ]
 
 
-def alertmanager_config() -> dict[str, Any]:
+def alertmanager_config(
+    webhooks: tuple[str, ...] = (), token_file: Path | None = None
+) -> dict[str, Any]:
+    """The drill's Alertmanager configuration; with `webhooks`, its receiver sends every
+    notification to those URLs (`oncall serve`) as `webhook_configs`, with the bearer token
+    read from `token_file` (`http_config.authorization.credentials_file`)."""
+    receiver: dict[str, Any] = {"name": "null"}
+    if webhooks:
+        http_config: dict[str, Any] = {}
+        if token_file is not None:
+            http_config["authorization"] = {"type": "Bearer", "credentials_file": str(token_file)}
+        receiver = {
+            "name": "oncall-serve",
+            "webhook_configs": [
+                {"url": url, "send_resolved": True, "max_alerts": 0, "http_config": http_config}
+                for url in webhooks
+            ],
+        }
     return {
         "global": {"resolve_timeout": "5m"},
         "route": {
-            "receiver": "null",
+            "receiver": receiver["name"],
             "group_by": ["namespace", "alertname"],
             "group_wait": "1s",
             "group_interval": "5s",
             "repeat_interval": "12h",
         },
-        "receivers": [{"name": "null"}],
+        "receivers": [receiver],
         "inhibit_rules": ALERTMANAGER_INHIBIT_RULES,
     }
 
@@ -231,7 +261,9 @@ def alerting_config(alertmanager_port: int) -> dict[str, Any]:
     return {"alertmanagers": [{"api_version": "v2", "static_configs": [{"targets": [target]}]}]}
 
 
-def alertmanager_argv(port: int, directory: Path) -> list[str]:
+def alertmanager_argv(
+    port: int, directory: Path, webhooks: tuple[str, ...] = (), token_file: Path | None = None
+) -> list[str]:
     """The real Alertmanager on one loopback port, its config and silences in `directory`.
 
     `--cluster.listen-address=` (empty) turns off the HA gossip, which would otherwise bind
@@ -239,7 +271,7 @@ def alertmanager_argv(port: int, directory: Path) -> list[str]:
     """
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "alertmanager.yml"
-    config.write_text(yaml.safe_dump(alertmanager_config(), sort_keys=False))
+    config.write_text(yaml.safe_dump(alertmanager_config(webhooks, token_file), sort_keys=False))
     return [
         require("prometheus-alertmanager", "prometheus-alertmanager"),
         f"--config.file={config}",
@@ -294,7 +326,10 @@ def ready(name: str, ports: Ports) -> bool:
     if name == "cluster":
         # Ready pods behind the Service: the vLLM simulators answer through it.
         return http_get(f"{ports.url('vllm_service')}/health")[0] == 200
+    if name == "serve":
+        return http_get(f"{ports.url('serve')}/readyz")[0] == 200
     port = {
+        "notify-sink": ports.notify_sink,
         "redis": ports.redis,
         "redis-exporter": ports.redis_exporter,
         "gateway": ports.gateway,

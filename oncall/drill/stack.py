@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from oncall.drill import components as c
+from oncall.drill.always_on import NOTIFICATIONS, SERVE_PATH, serve_settings, serve_token
 from oncall.drill.components import DrillError, Ports
 from oncall.drill.netutil import LOOPBACK, free_loopback_port
 from oncall.drill.rules import deploy_rules
@@ -150,6 +151,8 @@ def write_app_config(
         "runbooks": {"vars": {"rate_window": "20s"}},
         "audit": {"path": str(directory / "audit.jsonl")},
     }
+    if ports.serve:
+        settings["serve"] = serve_settings(directory, ports)
     path = directory / "oncall.yaml"
     header = "# Written by `oncall drill up`: the app's settings for this drill environment.\n"
     path.write_text(header + yaml.safe_dump(settings, sort_keys=False))
@@ -207,8 +210,7 @@ def up(options: UpOptions) -> DrillState:
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)
         _start(state, "redis-exporter", c.redis_exporter_argv(ports), ports.redis_exporter)
-        am = c.alertmanager_argv(ports.alertmanager, directory / "alertmanager")
-        _start(state, "alertmanager", am, ports.alertmanager)
+        _start_alerting(state, ports, directory)
         prometheus = c.prometheus_argv(ports, directory, layout, options.fleet)
         _start(state, "prometheus", prometheus, ports.prometheus)
         _wait_ready(state, ports, options.timeout)
@@ -222,7 +224,9 @@ def up(options: UpOptions) -> DrillState:
         _start(state, "loadgen", c.loadgen_argv(ports, rate, LOAD_SECONDS), 0)
         # A fleet's /api/v1/rules (5,000 instances, ~2 MB) takes seconds on 2 busy cores.
         timeout = "10s" if options.fleet else "2s"
-        write_app_config(directory, ports, options.for_scale, timeout)
+        config = write_app_config(directory, ports, options.for_scale, timeout)
+        _start(state, "serve", c.serve_argv(config), ports.serve)
+        _wait_ready(state, ports, options.timeout)
         if scenario is not None:
             _apply(state, ports, scenario)
     except BaseException:
@@ -230,6 +234,17 @@ def up(options: UpOptions) -> DrillState:
         raise
     state.save()
     return state
+
+
+def _start_alerting(state: DrillState, ports: Ports, directory: Path) -> None:
+    """The chat sink, and Alertmanager with `oncall serve` as its receiver (serve starts
+    once oncall.yaml is written; Alertmanager retries until it answers)."""
+    sink = c.notify_sink_argv(ports, directory / NOTIFICATIONS)
+    _start(state, "notify-sink", sink, ports.notify_sink)
+    webhook = f"{ports.url('serve')}{SERVE_PATH}"
+    token = serve_token(directory)
+    am = c.alertmanager_argv(ports.alertmanager, directory / "alertmanager", (webhook,), token)
+    _start(state, "alertmanager", am, ports.alertmanager)
 
 
 def _stop_all(state: DrillState) -> list[dict[str, Any]]:

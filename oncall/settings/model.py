@@ -23,6 +23,7 @@ from pydantic import (
 
 from oncall.model.matchers import MatcherError, parse_selection
 from oncall.settings.durations import Duration
+from oncall.settings.serve import ServeSettings
 from oncall.settings.yaml_marks import YamlLimits
 
 _DEFAULT_LIMITS = YamlLimits()
@@ -335,6 +336,7 @@ class Settings(Section):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     guards: GuardsSettings = Field(default_factory=GuardsSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     read_only: bool = Field(False, description="Refuse every remediation; reading only.")
     keys: dict[str, str] = Field(
         default_factory=dict,

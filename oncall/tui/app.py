@@ -48,6 +48,7 @@ from oncall.tui.messages import (
     OpenIncident,
     RefreshAlerts,
     RerunChecklist,
+    VerdictsFound,
 )
 from oncall.tui.state import AUTO_RUN_STATES, AlertBook
 from oncall.tui.terminal_safe import TerminalSafe
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from oncall.service.audit_view import AuditSource
     from oncall.service.charts import ChartSource
     from oncall.service.remediation import RemediationRunner
+    from oncall.service.verdicts import AtFiringVerdicts
     from oncall.tui.commands import OncallCommands
     from oncall.tui.incident import IncidentScreen
 
@@ -105,6 +107,7 @@ class OncallApp(ScreenActions):
         checklist_runner: ChecklistRunner | None = None,
         audit_source: AuditSource | None = None,
         remediation_runner: RemediationRunner | None = None,
+        verdict_source: AtFiringVerdicts | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
@@ -121,6 +124,9 @@ class OncallApp(ScreenActions):
         self.checklists = checklist_runner or live_checklists(settings)
         self._audit_source = audit_source
         self._remediation_runner = remediation_runner
+        #: `oncall serve`'s at-firing verdicts (made on first use: the first frame needs none).
+        self._verdict_source = verdict_source
+        self._verdicts_running = False
         self.clock = clock
         self.book = AlertBook(
             auto_run_states=AUTO_RUN_STATES[settings.runbooks.auto_run],
@@ -211,6 +217,8 @@ class OncallApp(ScreenActions):
     async def on_unmount(self) -> None:
         self.collector.uninstall()
         closers = [source.aclose for source in self.alerts_sources.values()]
+        if self._verdict_source is not None:
+            closers.append(self._verdict_source.aclose)
         for closer in (*closers, self.checklists.aclose):
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
@@ -224,6 +232,35 @@ class OncallApp(ScreenActions):
         finally:
             self._history_running = False
         self.post_message(HistoryRefreshed(found))
+
+    def _ask_verdicts(self, now: float) -> None:
+        """One read of at-firing verdicts at a time, for firing alerts that have none yet."""
+        if self._verdicts_running:
+            return
+        wanted = self.book.verdicts_wanted(now)
+        if not wanted:
+            return
+        if self._verdict_source is None:
+            from oncall.service.verdicts import AtFiringVerdicts
+
+            self._verdict_source = AtFiringVerdicts(self.settings)
+        items = [(key, *split_key(key)) for key in wanted]
+        self._verdicts_running = True
+        self.run_worker(
+            self._verdicts(self._verdict_source, items),
+            name="verdicts",
+            group="verdicts",
+            exit_on_error=False,
+            description="read the verdicts oncall serve stored at firing",
+        )
+
+    async def _verdicts(self, source: AtFiringVerdicts, items: list[tuple[str, str, str]]) -> None:
+        try:
+            found = await source.find(items)
+        finally:
+            self._verdicts_running = False
+        if found:
+            self.post_message(VerdictsFound(found))
 
     # -- what the screens and the user ask for -------------------------------------------
 
@@ -294,6 +331,7 @@ class OncallApp(ScreenActions):
         self._start_due()
         self.repaint()
         self._ask_history(message.at)
+        self._ask_verdicts(message.at)
         self._warm_up_once()
 
     def _ask_history(self, now: float) -> None:
@@ -313,6 +351,10 @@ class OncallApp(ScreenActions):
     def on_history_refreshed(self, message: HistoryRefreshed) -> None:
         self.book.history = message.history
         self.repaint()  # through repaint's guard: an answer may arrive while the app exits
+
+    def on_verdicts_found(self, message: VerdictsFound) -> None:
+        self.book.at_firing.update(message.verdicts)
+        self.repaint()
 
     def on_alerts_failed(self, message: AlertsFailed) -> None:
         if message.context is None:

@@ -27,6 +27,7 @@ from oncall.tui.board_table import CellBatchTable, CellChange
 from oncall.tui.format import (
     STATE_COLOUR,
     STATE_SYMBOL,
+    STEP_COLOUR,
     alert_value,
     duration,
     short_age,
@@ -122,6 +123,15 @@ def _warns(status: RuleStatus) -> bool:
     return status.stale_since is not None or status.health == "err" or status.silent
 
 
+def at_firing_cell(verdict: dict[str, object]) -> tuple[str, str | None]:
+    """'at firing: 2 fail', coloured by the worst step of that verdict."""
+    from oncall.model.verdicts import step_counts, verdict_findings
+
+    counts = step_counts(verdict)
+    worst = next((s for s in ("fail", "error", "unknown", "warn") if counts.get(s)), "ok")
+    return f"at firing: {verdict_findings(verdict)}", STEP_COLOUR.get(worst)
+
+
 #: The findings colour of a run that ended without results, by why.
 FAILURE_COLOUR: dict[RunFailure, str | None] = {
     "no runbook": "error",
@@ -213,6 +223,10 @@ class BoardScreen(Screen[None]):
         run = self.book.runs.get(status.key)
         findings = run.findings() if run is not None else ""
         colour = findings_colour(run) if run is not None else None
+        verdict = self.book.at_firing.get(status.key)
+        if verdict is not None and (run is None or run.running):
+            # Until the live run has finished: what the checklist found when the alert fired.
+            findings, colour = at_firing_cell(verdict)
         evaluated = status.last_evaluation
         routing: tuple[Cell, ...] = ()
         if self._routing:

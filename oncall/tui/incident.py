@@ -193,6 +193,16 @@ class IncidentScreen(Screen[None]):
         return text
 
     def meta_text(self, now: float) -> str:
+        verdict = self.book.at_firing.get(self.alert)
+        if verdict is None:
+            return self.live_meta(now)
+        from oncall.model.verdicts import verdict_findings
+
+        ran = duration(max(0.0, now - float(verdict.get("ran_at") or now)))
+        then = f"then (at firing, {ran} ago): {verdict_findings(verdict)}"
+        return f"{then}\nnow: {self.live_meta(now)}"
+
+    def live_meta(self, now: float) -> str:
         run = self.run
         if run is None:
             return "no checklist run yet — r runs it"
@@ -244,6 +254,7 @@ class IncidentScreen(Screen[None]):
                 )
             else:
                 out.append(": waiting for the steps it needs, or for a free slot")
+            self.append_at_firing(out, view.id)
             return out
         out.append(f" in {result.duration_s:.2f}s · probe {result.probe}")
         out.append(f" (timeout {result.timeout_s:g}s)\n")
@@ -261,10 +272,35 @@ class IncidentScreen(Screen[None]):
             out.append(line + "\n")
         if result.equivalent:
             out.append(f"$ {result.equivalent}\n", style="italic")
+        self.append_at_firing(out, view.id)
         for proposal in result.proposals:
             out.append(f"proposes: {proposal_line(proposal)}\n")
         out.rstrip()
         return out
+
+    def append_at_firing(self, out: Text, step_id: str) -> None:
+        """The same step as `oncall serve` found it when the alert fired (then), below now."""
+        verdict = self.book.at_firing.get(self.alert)
+        if verdict is None:
+            return
+        from oncall.model.verdicts import step_of
+
+        then = step_of(verdict, step_id)
+        if then is None:
+            out.append("\nat firing: this step did not run\n")
+            return
+        state = str(then.get("status"))
+        out.append("\nat firing: ")
+        out.append(
+            styled(self.app, f"{STEP_SYMBOL.get(state, '?')} {state}", STEP_COLOUR.get(state))
+        )
+        out.append(f" · {then.get('summary') or then.get('reason') or ''}\n")
+        for item in then.get("evidence") or []:
+            unit = f" {item.get('unit')}" if item.get("unit") else ""
+            line = f"  {item.get('label')}: {number(item.get('value'))}{unit}"
+            if item.get("threshold") is not None:
+                line += f"  (threshold {number(item.get('threshold'))}{unit})"
+            out.append(line + "\n")
 
     def proposals_text(self) -> str:
         run = self.run

@@ -4,7 +4,7 @@ widget calls from a worker (STYLE 7)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -25,6 +25,13 @@ class AlertsRefreshed(Message):
     context: str | None = None
     #: What the answers warned of beside their data (`AlertsSource.warnings`).
     warnings: tuple[str, ...] = ()
+
+
+@dataclass
+class VerdictsFound(Message):
+    """At-firing verdicts `oncall serve` stored, by alert key (oncall/model/verdicts.py)."""
+
+    verdicts: dict[str, dict[str, Any]]
 
 
 @dataclass

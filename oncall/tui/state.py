@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from oncall.model.alerts import RuleStatus
 
@@ -34,6 +34,8 @@ AUTO_RUN_STATES: dict[str, tuple[str, ...]] = {
 }
 
 TIER = {"firing": 0, "pending": 1}
+#: A firing alert's at-firing verdict is asked for at most this often until one is found.
+VERDICT_ASK_EVERY_S = 10.0
 
 #: Why a run ended without its results: the board's short word for it.
 RunFailure = Literal["no runbook", "runbook invalid", "error"]
@@ -138,6 +140,28 @@ class AlertBook:
     history: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     auto_run_states: tuple[str, ...] = AUTO_RUN_STATES["firing"]
     auto_run_every_s: float = AUTO_RUN_EVERY_S
+    #: The verdict `oncall serve` stored when each firing alert fired (oncall/model/verdicts.py).
+    at_firing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verdicts_asked: dict[str, float] = field(default_factory=dict)
+
+    def verdicts_wanted(self, now: float, every_s: float = VERDICT_ASK_EVERY_S) -> list[str]:
+        """Firing alerts without an at-firing verdict yet, not asked for in `every_s`: serve
+        stores it a checklist's time after the alert fired, so it is asked again until then.
+        An alert no longer firing forgets its verdict (a new firing has a new one)."""
+        for key in [k for k in self.at_firing if self._state(k) != "firing"]:
+            del self.at_firing[key]
+        wanted = []
+        for key, status in self.statuses.items():
+            if status.state != "firing" or key in self.at_firing:
+                continue
+            if now - self.verdicts_asked.get(key, float("-inf")) >= every_s:
+                self.verdicts_asked[key] = now
+                wanted.append(key)
+        return wanted
+
+    def _state(self, key: str) -> str | None:
+        status = self.statuses.get(key)
+        return status.state if status is not None else None
 
     def update(
         self, statuses: Iterable[RuleStatus], now: float, *, context: str | None = None
