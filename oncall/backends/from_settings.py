@@ -11,11 +11,10 @@ that needs Prometheus does not pay for the Redis client's imports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from oncall.backends.alertmanager import AlertmanagerClient
-    from oncall.backends.alertmanager_write import AlertmanagerWriter
     from oncall.backends.gpu import NvmlClient
     from oncall.backends.prometheus import PrometheusClient
     from oncall.backends.redis import RedisClient
@@ -27,6 +26,12 @@ if TYPE_CHECKING:
         RedisSettings,
         VllmSettings,
     )
+
+
+class AlertmanagerConnection(NamedTuple):
+    url: str
+    timeout: float
+    bearer_token: str | None
 
 
 def prometheus_client(settings: PrometheusSettings) -> PrometheusClient:
@@ -41,24 +46,27 @@ def prometheus_client(settings: PrometheusSettings) -> PrometheusClient:
     )
 
 
+def alertmanager_connection(settings: AlertmanagerSettings) -> AlertmanagerConnection | None:
+    """Where and how to reach the configured Alertmanager (URL, timeout, unwrapped token);
+    None when `alertmanager.url` is not set. The read client below and remediations' writer
+    (made in `remediation/clients.py`, so that read-only layers never import a mutating module)
+    are both built from it."""
+    if settings.url is None:
+        return None
+    token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
+    return AlertmanagerConnection(settings.url, settings.timeout, token)
+
+
 def alertmanager_client(settings: AlertmanagerSettings) -> AlertmanagerClient | None:
     """A client of the configured Alertmanager; None when `alertmanager.url` is not set."""
-    if settings.url is None:
+    connection = alertmanager_connection(settings)
+    if connection is None:
         return None
     from oncall.backends.alertmanager import AlertmanagerClient
 
-    token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
-    return AlertmanagerClient(settings.url, timeout=settings.timeout, bearer_token=token)
-
-
-def alertmanager_writer(settings: AlertmanagerSettings) -> AlertmanagerWriter | None:
-    """The same client plus silences' writes (remediations only); None without a URL."""
-    if settings.url is None:
-        return None
-    from oncall.backends.alertmanager_write import AlertmanagerWriter
-
-    token = settings.bearer_token.get_secret_value() if settings.bearer_token else None
-    return AlertmanagerWriter(settings.url, timeout=settings.timeout, bearer_token=token)
+    return AlertmanagerClient(
+        connection.url, timeout=connection.timeout, bearer_token=connection.bearer_token
+    )
 
 
 def redis_client(settings: RedisSettings) -> RedisClient:

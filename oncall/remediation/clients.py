@@ -85,10 +85,12 @@ class Clients:
 
     def alertmanager_writer(self) -> AlertmanagerWriter:
         """A new client, for `async with`: silences are written through Alertmanager's API v2."""
-        writer = from_settings.alertmanager_writer(self.settings.alertmanager)
-        if writer is None:
+        connection = from_settings.alertmanager_connection(self.settings.alertmanager)
+        if connection is None:
             raise UsageError("no Alertmanager is configured: set alertmanager.url")
-        return writer
+        return AlertmanagerWriter(
+            connection.url, timeout=connection.timeout, bearer_token=connection.bearer_token
+        )
 
     async def aclose(self) -> None:
         if self.kube is not None:

@@ -88,6 +88,16 @@ def access_of(method: str, path_qs: str) -> Access:
     return Access(group, "/".join([resource, *sub]), verb)
 
 
+KINDS = {
+    "pods": "Pod",
+    "events": "Event",
+    "deployments": "Deployment",
+    "nodes": "Node",
+    "prometheusrules": "PrometheusRule",
+}
+"""The kind of each resource the reader asks for (a new one fails here, by name)."""
+
+
 def request_methods() -> set[str]:
     """KubeReader's public coroutine methods that send a request."""
     found = {
@@ -121,7 +131,14 @@ async def accesses(methods: set[str], tmp_path: Path) -> set[Access]:
         seen.append((request.method, request.path_qs))
         if request.path.endswith("/log"):
             return web.Response(text="log line\n")
-        return web.json_response({"kind": "List", "items": [], "metadata": {}})
+        # The reader checks each answer's kind (as kubectl decodes by it): answer a get with
+        # one object of the resource's kind and a list with its `KindList`.
+        access = access_of(request.method, request.path_qs)
+        kind = KINDS[access.resource]
+        if access.verb == "get":
+            name = request.path.rstrip("/").rsplit("/", 1)[-1]
+            return web.json_response({"kind": kind, "metadata": {"name": name}})
+        return web.json_response({"kind": f"{kind}List", "items": [], "metadata": {}})
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", answer)
