@@ -300,7 +300,7 @@ class GuardsSettings(Section):
 
 
 class LimitsSettings(Section):
-    """Bounds on what oncall reads, against careless and hostile files (README: threat model).
+    """Bounds on what oncall reads, against careless and hostile files (docs/audit.md: the threat model).
     The settings file itself is read under the built-in defaults."""
 
     max_file_bytes: int = Field(

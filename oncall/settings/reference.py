@@ -27,7 +27,7 @@ _INTRO = f"""\
 
 Every setting oncall reads, with its default and meaning, in the order `oncall config show`
 prints them. How settings are given (file, environment, `--set`), contexts and examples:
-[configuration.md](configuration.md).
+[operating.md](operating.md).
 
 Each key can also be set from the environment as `ONCALL_<SECTION>__<KEY>` (shown under the
 key) and on any command line as `--set section.key=value`. Durations are Prometheus-style
@@ -104,5 +104,5 @@ def render_reference() -> str:
     contexts = Settings.model_fields["contexts"].description or ""
     lines.append("## `contexts`")
     lines.append("")
-    lines.append(" ".join(contexts.split()) + " See [configuration.md](configuration.md).")
+    lines.append(" ".join(contexts.split()) + " See [operating.md](operating.md).")
     return "\n".join(lines).rstrip("\n") + "\n"
