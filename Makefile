@@ -17,7 +17,7 @@ system-deps:
 lint: setup
 	$(BIN)/ruff check . scripts/gpu-check
 	$(BIN)/ruff format --check . scripts/gpu-check
-	$(BIN)/mypy oncall tests scripts scripts/gpu-check
+	$(BIN)/mypy oncall oncall_drill tests scripts scripts/gpu-check
 	$(BIN)/lint-imports
 	promtool check rules alerts/*.yaml
 	promtool test rules alerts/tests/*.test.yaml
@@ -30,7 +30,7 @@ test: lint
 # The .pyc files up front: where PYTHONDONTWRITEBYTECODE is set, the app would otherwise compile
 # oncall's sources at every start (a quarter of a second before the first frame).
 demo: setup
-	$(BIN)/python -m compileall -q oncall
+	$(BIN)/python -m compileall -q oncall oncall_drill
 	./scripts/demo.sh
 
 # Short defaults; docs/PERFORMANCE.md's RSS figure comes from `tui.py --minutes 10`.

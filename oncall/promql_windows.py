@@ -8,7 +8,7 @@ range and step (`[1h:1m]`) and `offset` of an expression by the same scale, so t
 short windows, while never shrinking a range below `MIN_RANGE_S`: a minute, 60 samples at the
 drill's 1-second scrape, so that ratios and quantiles of its light load stay as steady as the
 [1m] windows drills used before (20 s made a hit ratio hover around its threshold). Used by
-the drill's deployed copies of the rule files (`oncall.drill.rules`) and by the app's own
+the drill's deployed copies of the rule files (`oncall_drill.rules`) and by the app's own
 evaluation of them (`alerts.for_scale`), so both evaluate the same expression.
 
 Only durations are rewritten: the text is cut into string literals and comments (kept as

@@ -195,7 +195,7 @@ steps:
 def test_a_kubernetes_step_does_not_import_the_official_client(tmp_path: Path) -> None:
     """oncall's Kubernetes client is its own (httpx): a check with a kube.pods step, the API
     refusing, exits 3 without loading the `kubernetes` package (nor textual)."""
-    from oncall.drill.kube_sim import Users, write_kubeconfig
+    from oncall_drill.kube_sim import Users, write_kubeconfig
 
     (tmp_path / "runbooks").mkdir()
     (tmp_path / "runbooks" / "HeadlessKube.yaml").write_text(KUBE_RUNBOOK, encoding="utf-8")

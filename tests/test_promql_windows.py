@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from oncall.alerts.loader import load_rule_files
-from oncall.drill.rules import deploy_rules
 from oncall.promql_windows import duration_seconds, scale_windows
+from oncall_drill.rules import deploy_rules
 from tests.alerts.test_rule_packs import promtool
 
 ALERTS = Path(__file__).resolve().parent.parent / "alerts"

@@ -1,6 +1,6 @@
 """`oncall drill up|down|status|inject|clear|scenarios|watch`: the drill environment.
 
-The only module outside `oncall/drill/` that imports it (import-linter contract), and only
+The only module outside `oncall_drill/` that imports it (import-linter contract), and only
 inside the handlers: the drill and its libraries are the optional extra `oncall[drill]`, so
 `oncall --help` and every other command work without them, and `oncall drill ...` without
 them says how to install them (exit 2) instead of failing in a simulator's child process.
@@ -129,7 +129,7 @@ def _drill_errors(fn: Any) -> Any:
         if missing := missing_extra():
             print(install_hint(missing), file=sys.stderr)
             return EXIT_USAGE
-        from oncall.drill.components import DrillError
+        from oncall_drill.components import DrillError
 
         try:
             result: int = fn(args)
@@ -148,14 +148,14 @@ def _drill_errors(fn: Any) -> Any:
 
 def _stack_dir(args: argparse.Namespace) -> Path:
     """--dir, or with `--context NAME` that stack of a `--contexts` drill."""
-    from oncall.drill.contexts import stack_dir
+    from oncall_drill.contexts import stack_dir
 
     return stack_dir(args.dir, getattr(args, "context", None))
 
 
 @_drill_errors
 def run_up(args: argparse.Namespace) -> int:
-    from oncall.drill.stack import UpOptions, up
+    from oncall_drill.stack import UpOptions, up
 
     started = time.monotonic()
     options = UpOptions(
@@ -188,7 +188,7 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def _up_contexts(options: Any, count: int, started: float) -> int:
-    from oncall.drill.contexts import up_contexts
+    from oncall_drill.contexts import up_contexts
 
     stacks = up_contexts(options, count)
     directory = Path(options.directory).resolve()
@@ -209,8 +209,8 @@ def _up_contexts(options: Any, count: int, started: float) -> int:
 
 @_drill_errors
 def run_down(args: argparse.Namespace) -> int:
-    from oncall.drill.contexts import context_names, down_contexts
-    from oncall.drill.stack import down
+    from oncall_drill.contexts import context_names, down_contexts
+    from oncall_drill.stack import down
 
     names = context_names(args.dir)
     report = down(args.dir) if names is None else down_contexts(args.dir, names)
@@ -228,9 +228,9 @@ def run_down(args: argparse.Namespace) -> int:
 
 @_drill_errors
 def run_notifications(args: argparse.Namespace) -> int:
-    from oncall.drill.always_on import NOTIFICATIONS
-    from oncall.drill.notify_sink import read_messages
     from oncall.redaction import json_terminal_safe, terminal_safe
+    from oncall_drill.always_on import NOTIFICATIONS
+    from oncall_drill.notify_sink import read_messages
 
     messages = read_messages(_stack_dir(args).resolve() / NOTIFICATIONS)
     if args.output == "json":
@@ -250,7 +250,7 @@ def run_notifications(args: argparse.Namespace) -> int:
 
 @_drill_errors
 def run_status(args: argparse.Namespace) -> int:
-    from oncall.drill.stack import status
+    from oncall_drill.stack import status
 
     info = status(_stack_dir(args))
     # "unknown" is a target found but not scraped yet (a new pod after a rollout): not down.
@@ -273,7 +273,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 @_drill_errors
 def run_inject(args: argparse.Namespace) -> int:
-    from oncall.drill.stack import inject
+    from oncall_drill.stack import inject
 
     scenario = inject(_stack_dir(args), args.scenario)
     print(f"injected {scenario.name}: should trip {scenario.alert or 'no alert'}")
@@ -282,7 +282,7 @@ def run_inject(args: argparse.Namespace) -> int:
 
 @_drill_errors
 def run_clear(args: argparse.Namespace) -> int:
-    from oncall.drill.stack import clear
+    from oncall_drill.stack import clear
 
     clear(_stack_dir(args))
     print("cleared: simulators reset, OOM-killed pods rebuilt, base load")
@@ -291,7 +291,7 @@ def run_clear(args: argparse.Namespace) -> int:
 
 @_drill_errors
 def run_scenarios(args: argparse.Namespace) -> int:
-    from oncall.drill.scenario_catalog import all_scenarios
+    from oncall_drill.scenario_catalog import all_scenarios
 
     scenarios = all_scenarios()
     if args.output == "json":
@@ -312,8 +312,8 @@ def _fmt(value: float) -> str:
 def run_watch(args: argparse.Namespace) -> int:
     import asyncio
 
-    from oncall.drill.scenario_catalog import all_scenarios
-    from oncall.drill.stack import load_state
+    from oncall_drill.scenario_catalog import all_scenarios
+    from oncall_drill.stack import load_state
 
     state = load_state(args.dir)
     signals = [(s.name, s.alert, s.signal) for s in all_scenarios().values() if s.signal]

@@ -300,8 +300,8 @@ class GuardsSettings(Section):
 
 
 class LimitsSettings(Section):
-    """Bounds on what oncall reads, against careless and hostile files (docs/audit.md: the threat model).
-    The settings file itself is read under the built-in defaults."""
+    """Bounds on what oncall reads, against careless and hostile files (the threat model in
+    docs/audit.md). The settings file itself is read under the built-in defaults."""
 
     max_file_bytes: int = Field(
         _DEFAULT_LIMITS.max_file_bytes, ge=1024, le=1 << 30,

@@ -42,11 +42,11 @@ import yaml
 from oncall.alerts.engine import AlertEngine
 from oncall.backends.alertmanager import AlertmanagerClient
 from oncall.backends.prometheus import PrometheusClient
-from oncall.drill.components import alertmanager_argv
-from oncall.drill.netutil import free_loopback_port
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import Selection
 from oncall.service.routing import AlertmanagerView
+from oncall_drill.components import alertmanager_argv
+from oncall_drill.netutil import free_loopback_port
 
 # Run as a script: the checkout on the path for the shared `scripts.bench` helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

@@ -26,7 +26,7 @@ import httpx
 from oncall.alerts.engine import AlertEngine
 from oncall.alerts.loader import load_rule_files
 from oncall.backends.prometheus import PrometheusClient
-from oncall.drill.netutil import free_loopback_port
+from oncall_drill.netutil import free_loopback_port
 
 
 def rule_file(count: int) -> str:

@@ -32,11 +32,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from oncall.drill.components import alertmanager_argv
-from oncall.drill.netutil import free_loopback_port
 from oncall.service.contexts import ContextAlerts, live_alert_sources
 from oncall.service.sources import LiveAlerts
 from oncall.settings.loader import load_settings
+from oncall_drill.components import alertmanager_argv
+from oncall_drill.netutil import free_loopback_port
 from scripts.bench.alerts_refresh import rule_file, start_prometheus
 from scripts.bench.loop_time import LagMeter, LoopMeter, verdict
 

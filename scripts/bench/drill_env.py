@@ -20,7 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from oncall.drill.netutil import free_loopback_port, wait_for_port
+from oncall_drill.netutil import free_loopback_port, wait_for_port
 
 ONCALL = str(Path(sys.executable).parent / "oncall")
 

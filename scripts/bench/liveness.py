@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from oncall.alerts.liveness_fetch import LivenessCache
 from oncall.backends.prometheus import PrometheusClient
-from oncall.drill.netutil import free_loopback_port
 from oncall.model.alerts import AlertRule, RuleStatus
 from oncall.service.liveness import LivenessView
+from oncall_drill.netutil import free_loopback_port
 from scripts.bench.loop_time import LoopMeter
 
 KINDS = ("live", "missing", "emptied", "window")

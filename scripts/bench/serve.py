@@ -36,7 +36,7 @@ import redis
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from oncall.drill.netutil import free_loopback_port
+from oncall_drill.netutil import free_loopback_port
 
 TOKEN = "bench-token"  # noqa: S105 - the bench's own
 RUNBOOK = """\

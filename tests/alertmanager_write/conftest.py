@@ -20,7 +20,7 @@ import httpx
 import pytest
 import yaml
 
-from oncall.drill.kube_sim import KubeSim
+from oncall_drill.kube_sim import KubeSim
 from tests.drill.kube.conftest import NS, Cluster, start_cluster
 from tests.harness.faults import kubeconfig_for, refused_port, silent_listener
 from tests.harness.servers import RunningServer

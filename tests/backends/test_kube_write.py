@@ -15,7 +15,10 @@ import pytest
 
 from oncall.backends.kube import RolloutStatus, pod_ready, rollout_status_of
 from oncall.backends.kube_write import KubeWriter, forbidden_detail
-from oncall.drill.kube_sim import (
+from oncall.errors import BackendError
+from oncall.model.patches import inverse_patch, max_num_seqs_patch
+from oncall.settings.model import KubernetesSettings
+from oncall_drill.kube_sim import (
     OPERATOR_CONTEXT,
     READ_ONLY_CONTEXT,
     KubeSim,
@@ -23,10 +26,7 @@ from oncall.drill.kube_sim import (
     Users,
     write_kubeconfig,
 )
-from oncall.drill.kube_sim.resources import LEASES
-from oncall.errors import BackendError
-from oncall.model.patches import inverse_patch, max_num_seqs_patch
-from oncall.settings.model import KubernetesSettings
+from oncall_drill.kube_sim.resources import LEASES
 from tests.drill.kube.conftest import wait_until
 from tests.harness.faults import http_stub, silent_listener
 from tests.harness.processes import loaded_by

@@ -20,8 +20,8 @@ from oncall.backends.vllm import (
     parse_metrics,
     token_rate,
 )
-from oncall.drill.netutil import free_loopback_port
 from oncall.errors import BackendError
+from oncall_drill.netutil import free_loopback_port
 from tests.drill.vllm.helpers import SimProcess, running_sim, sim_factory
 from tests.harness.faults import http_stub
 

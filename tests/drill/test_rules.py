@@ -9,8 +9,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncall.drill.components import DrillError
-from oncall.drill.rules import deploy_rules, duration_seconds, scale_duration
+from oncall_drill.components import DrillError
+from oncall_drill.rules import deploy_rules, duration_seconds, scale_duration
 
 SAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "rules" / "sample.rules.yaml"
 

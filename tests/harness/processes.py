@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from oncall.drill.supervisor import pid_alive, start_in_session
+from oncall_drill.supervisor import pid_alive, start_in_session
 
 __all__ = ["pid_alive"]  # re-exported: the tests check liveness the way the drill does
 

@@ -15,9 +15,9 @@ import httpx
 import redis
 import yaml
 
-from oncall.drill.components import alerting_config, alertmanager_argv
 from oncall.model.alerts import AlertRule
 from oncall.settings.durations import format_duration
+from oncall_drill.components import alerting_config, alertmanager_argv
 from tests.harness.processes import free_port, require_binary, serving
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from oncall.drill.kube_sim.patch import PatchNotApplicable, apply_json_patch
-from oncall.drill.kube_sim.seed import vllm_deployment
 from oncall.model.patches import find_container, inverse_patch, max_num_seqs_patch
 from oncall.model.vllm_args import parse_max_num_seqs
+from oncall_drill.kube_sim.patch import PatchNotApplicable, apply_json_patch
+from oncall_drill.kube_sim.seed import vllm_deployment
 
 C0 = "/spec/template/spec/containers/0"
 

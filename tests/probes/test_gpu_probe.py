@@ -24,14 +24,14 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from oncall.drill.gpu_sim.devices import FB_FULL_FRACTION, GpuSpec, PodClaim, Slot, vllm_used_mib
-from oncall.drill.gpu_sim.podresources import static_pods
-from oncall.drill.gpu_sim.server import Exporter, build_app
 from oncall.errors import BackendError
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu import NVIDIA_SMI, PROBES, DevicesParams, devices_equivalent, run_devices
 from oncall.probes.registry import all_probes
 from oncall.settings.model import GpuSettings, PrometheusSettings, Settings
+from oncall_drill.gpu_sim.devices import FB_FULL_FRACTION, GpuSpec, PodClaim, Slot, vllm_used_mib
+from oncall_drill.gpu_sim.podresources import static_pods
+from oncall_drill.gpu_sim.server import Exporter, build_app
 from tests.drill.gateway.helpers import serve_app
 from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer, prometheus_server

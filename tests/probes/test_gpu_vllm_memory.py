@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from oncall.drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
-from oncall.drill.kube_sim.seed import vllm_deployment
 from oncall.errors import BackendError
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu import VllmMemoryParams, run_vllm_memory, vllm_memory_equivalent
 from oncall.probes.gpu_args import parse_gpu_memory_utilization
 from oncall.settings.model import KubernetesSettings, Settings
+from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
+from oncall_drill.kube_sim.seed import vllm_deployment
 from tests.drill.kube.conftest import wait_until
 
 NS = "ai"

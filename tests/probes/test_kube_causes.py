@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from oncall.drill.kube_sim import KubeSim, SimulatorThread, verbs, write_kubeconfig
-from oncall.drill.kube_sim.resources import DEPLOYMENTS, EVENTS, PODS
 from oncall.model.checklist_events import StepResult
 from oncall.probes import kube_log_facts
 from oncall.probes.kube_facts import event_facts, pod_facts
 from oncall.service.checklists import load_checked, stream_checklist
 from oncall.settings.model import KubernetesSettings, Settings
+from oncall_drill.kube_sim import KubeSim, SimulatorThread, verbs, write_kubeconfig
+from oncall_drill.kube_sim.resources import DEPLOYMENTS, EVENTS, PODS
 from tests.drill.kube.conftest import PrintingHook, wait_until
 
 NS = "ai"

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oncall.drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from oncall.probes import kube_log_facts as facts_of
 from oncall.probes.context import ProbeContext
 from oncall.probes.kube_facts import pod_facts
 from oncall.probes.kube_logs import PROBES, LogsParams, logs_equivalent
 from oncall.settings.model import KubernetesSettings, Settings
+from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from tests.drill.kube.conftest import PrintingHook, wait_until
 
 NS = "ai"

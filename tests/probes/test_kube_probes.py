@@ -17,7 +17,14 @@ import httpx
 import pydantic
 import pytest
 
-from oncall.drill.kube_sim import (
+from oncall.errors import BackendError
+from oncall.probes import kube
+from oncall.probes.base import Facts, Probe
+from oncall.probes.context import ProbeContext
+from oncall.probes.kube_facts import EPOCH, parse_time
+from oncall.probes.registry import all_probes
+from oncall.settings.model import KubernetesSettings, Settings
+from oncall_drill.kube_sim import (
     OPERATOR_CONTEXT,
     READ_ONLY_CONTEXT,
     KubeSim,
@@ -27,15 +34,8 @@ from oncall.drill.kube_sim import (
     default_objects,
     write_kubeconfig,
 )
-from oncall.drill.kube_sim.resources import DEPLOYMENTS
-from oncall.drill.kube_sim.seed import vllm_deployment
-from oncall.errors import BackendError
-from oncall.probes import kube
-from oncall.probes.base import Facts, Probe
-from oncall.probes.context import ProbeContext
-from oncall.probes.kube_facts import EPOCH, parse_time
-from oncall.probes.registry import all_probes
-from oncall.settings.model import KubernetesSettings, Settings
+from oncall_drill.kube_sim.resources import DEPLOYMENTS
+from oncall_drill.kube_sim.seed import vllm_deployment
 from tests.drill.kube.conftest import wait_until
 from tests.harness.faults import http_stub, refused_port, silent_listener
 from tests.harness.processes import loaded_by

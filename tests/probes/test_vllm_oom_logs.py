@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from oncall.drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from oncall.probes import kube_log_facts as facts_of
 from oncall.probes.context import ProbeContext
 from oncall.probes.kube_logs import PROBES
 from oncall.settings.model import KubernetesSettings, Settings
+from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from tests.drill.kube.conftest import PrintingHook, wait_until
 from tests.probes.test_kube_causes import checklist
 

@@ -23,7 +23,6 @@ from oncall.alerts.templates import expand
 from oncall.checklist.engine import collect, run_checklist
 from oncall.checklist.expressions import ExpressionError, compile_expression
 from oncall.checklist.loader import load_runbook
-from oncall.drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import ChecklistEvent, StepResult, StepStarted
 from oncall.model.linear_regex import compile_linear
@@ -31,6 +30,7 @@ from oncall.model.matchers import MatcherError, parse_selection
 from oncall.service.checklists import load_checked, stream_checklist
 from oncall.settings.model import KubernetesSettings, Settings
 from oncall.tui.app import OncallApp
+from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from tests.cli_runner import run_oncall
 from tests.drill.kube.conftest import PrintingHook, wait_until
 from tests.tui.fakes import FakeAlerts, make_app, status, until

@@ -120,7 +120,7 @@ async def test_the_approver_is_shown_the_live_target_not_what_the_requester_stor
             "guards": {"two_person": ["rebuild-pod"]},
         })  # fmt: skip
 
-    from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
+    from oncall_drill.kube_sim.kubeconfig import PEER_CONTEXT
 
     shown: list[str] = []
 
@@ -217,7 +217,7 @@ async def test_approvals_and_refusals_reach_the_stream_and_verify(
     """Item 5: the approver's records (an approval, and a refusal of an unknown id) are in
     the team Stream: the approver's `audit verify` is OK, not "written by hand"; the unknown
     id is audited (it exited 2 with nothing recorded)."""
-    from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
+    from oncall_drill.kube_sim.kubeconfig import PEER_CONTEXT
 
     pod = drill.ready_pods(2)[0].metadata.name
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from oncall.backends.kube_write import KubeWriter
-from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
 from oncall.errors import BackendError
 from oncall.settings.model import KubernetesSettings
+from oncall_drill.kube_sim.kubeconfig import PEER_CONTEXT
 from tests.drill.kube.conftest import NS, Cluster
 
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."

@@ -22,9 +22,9 @@ from typing import Any, NamedTuple
 import pytest
 import yaml
 
-from oncall.drill.kube_sim.kubeconfig import PEER_CONTEXT
 from oncall.remediation.executor import Remediator
 from oncall.settings import Settings
+from oncall_drill.kube_sim.kubeconfig import PEER_CONTEXT
 from tests.drill.kube.conftest import NS, Cluster
 
 

@@ -23,7 +23,7 @@ import redis
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from oncall.drill.components import alertmanager_argv
+from oncall_drill.components import alertmanager_argv
 from tests.harness.processes import free_port, serving, wait_until
 from tests.harness.servers import RunningServer, _prometheus_ready
 
@@ -125,7 +125,7 @@ class Sink:
     file: Path
 
     def messages(self) -> list[dict[str, Any]]:
-        from oncall.drill.notify_sink import read_messages
+        from oncall_drill.notify_sink import read_messages
 
         return read_messages(self.file)
 
@@ -137,7 +137,7 @@ def sink(tmp_path: Path) -> Iterator[Sink]:
     argv = [
         sys.executable,
         "-m",
-        "oncall.drill.notify_sink",
+        "oncall_drill.notify_sink",
         "--port",
         str(port),
         "--file",

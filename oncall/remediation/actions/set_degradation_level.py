@@ -39,7 +39,7 @@ async def current_level(clients: Clients) -> str | None:
 def stored_level(raw: str | None, where: str) -> tuple[int, str | None]:
     """The level the gateway serves at for a stored value, and a note for the person when the
     value is not a plain level: the gateway reads a missing key, or a value outside 0-3, as
-    level 0 (as the drill's gateway does: oncall/drill/gateway_sim/server.py `read_level`)."""
+    level 0 (as the drill's gateway does: oncall_drill/gateway_sim/server.py `read_level`)."""
     if raw is None:
         return 0, f"{where} is not set: the gateway serves level 0"
     text = raw.strip()

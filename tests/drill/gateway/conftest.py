@@ -10,8 +10,8 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from oncall.drill.gateway_sim.config import GatewaySettings
-from oncall.drill.gateway_sim.server import GATEWAY_KEY, Gateway, build_app
+from oncall_drill.gateway_sim.config import GatewaySettings
+from oncall_drill.gateway_sim.server import GATEWAY_KEY, Gateway, build_app
 from tests.drill.gateway.helpers import MODEL, Proc, serve_app, vllm_sim
 from tests.harness.servers import RunningServer
 

@@ -20,7 +20,7 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from oncall.drill.netutil import free_loopback_port, port_accepts
+from oncall_drill.netutil import free_loopback_port, port_accepts
 from tests.harness.processes import ListeningProcess, serving
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -70,7 +70,7 @@ def run_module(module: str, *args: str) -> subprocess.CompletedProcess[str]:
 def vllm_sim(directory: Path, *args: str) -> contextlib.AbstractContextManager[Proc]:
     """A real vLLM simulator (fast: 20 simulated seconds per real second by default)."""
     defaults = ["--model", MODEL] + ([] if "--speed" in args else ["--speed", "20"])
-    return module_process(directory, "oncall.drill.vllm_sim", *defaults, *args)
+    return module_process(directory, "oncall_drill.vllm_sim", *defaults, *args)
 
 
 class Metrics:

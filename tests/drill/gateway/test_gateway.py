@@ -7,8 +7,8 @@ import asyncio
 
 import redis.asyncio as aioredis
 
-from oncall.drill.gateway_sim.config import CACHE_PREFIX, SESSION_PREFIX
-from oncall.drill.netutil import free_loopback_port
+from oncall_drill.gateway_sim.config import CACHE_PREFIX, SESSION_PREFIX
+from oncall_drill.netutil import free_loopback_port
 from tests.drill.gateway.conftest import MAX_PROMPT_CHARS, GatewayFactory, RunningGateway
 from tests.drill.gateway.helpers import Proc, bucket_delta, histogram_quantile, scrape
 

@@ -1,4 +1,4 @@
-"""`python -m oncall.drill.gateway_sim` as a real process: serves, refuses non-loopback URLs."""
+"""`python -m oncall_drill.gateway_sim` as a real process: serves, refuses non-loopback URLs."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ async def test_gateway_process_serves_chat_and_metrics(
         "--model", MODEL,
         "--seed", "3",
     ]  # fmt: skip
-    with module_process(tmp_path, "oncall.drill.gateway_sim", *args) as gateway:
+    with module_process(tmp_path, "oncall_drill.gateway_sim", *args) as gateway:
         async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
             response = await http.post(f"{gateway.url}/chat", json={"prompt": "How do I log in?"})
             assert response.status_code == 200, response.text
@@ -32,7 +32,7 @@ async def test_gateway_process_serves_chat_and_metrics(
 
 def test_gateway_refuses_non_loopback_upstreams() -> None:
     result = run_module(
-        "oncall.drill.gateway_sim",
+        "oncall_drill.gateway_sim",
         "--port",
         "1",
         "--redis-url",

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncall.drill.gateway_sim.answers import GENERIC, faq_answer
-from oncall.drill.gateway_sim.config import ConfigError, DrillConfig
-from oncall.drill.gateway_sim.latency import draw_seconds, lognormal_sigma
-from oncall.drill.gateway_sim.prompts import REASONS, check_prompt
-from oncall.drill.loadgen.mix import KINDS, MixGenerator
+from oncall_drill.gateway_sim.answers import GENERIC, faq_answer
+from oncall_drill.gateway_sim.config import ConfigError, DrillConfig
+from oncall_drill.gateway_sim.latency import draw_seconds, lognormal_sigma
+from oncall_drill.gateway_sim.prompts import REASONS, check_prompt
+from oncall_drill.loadgen.mix import KINDS, MixGenerator
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,10 @@ import httpx
 import pytest
 from aiohttp import web
 
-from oncall.drill.gpu_sim.devices import FB_FULL_FRACTION, GpuSpec, PodClaim, Slot, vllm_used_mib
-from oncall.drill.gpu_sim.layout import Layout
-from oncall.drill.gpu_sim.podresources import Allocator, static_pods
-from oncall.drill.gpu_sim.server import Exporter, build_app
+from oncall_drill.gpu_sim.devices import FB_FULL_FRACTION, GpuSpec, PodClaim, Slot, vllm_used_mib
+from oncall_drill.gpu_sim.layout import Layout
+from oncall_drill.gpu_sim.podresources import Allocator, static_pods
+from oncall_drill.gpu_sim.server import Exporter, build_app
 from tests.drill.gateway.helpers import (
     Metrics,
     module_process,
@@ -287,7 +287,7 @@ async def test_real_vllm_kv_fills_and_fb_used_stays_flat(tmp_path: Path) -> None
     kv_args = ("--kv-capacity-tokens", "1024", "--max-model-len", "1024", "--speed", "4")
     with vllm_sim(tmp_path, *kv_args) as vllm:
         gpu_args = ["--hostname", "node-7", "--gpus", "1", "--pod", f"ai/vllm-a={vllm.url}"]
-        with module_process(tmp_path, "oncall.drill.gpu_sim", *gpu_args) as exporter:
+        with module_process(tmp_path, "oncall_drill.gpu_sim", *gpu_args) as exporter:
             async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
                 idle = (await scrape(http, exporter.url)).value("DCGM_FI_DEV_FB_USED")
                 assert idle == VLLM_MIB
@@ -319,7 +319,7 @@ async def test_real_vllm_kv_fills_and_fb_used_stays_flat(tmp_path: Path) -> None
 
 def test_process_refuses_non_loopback_vllm() -> None:
     result = run_module(
-        "oncall.drill.gpu_sim",
+        "oncall_drill.gpu_sim",
         "--port",
         "1",
         "--pod",

@@ -12,10 +12,10 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from oncall.drill.gpu_sim.devices import GpuSpec, PodClaim, Slot, vllm_used_mib
-from oncall.drill.gpu_sim.layout import Layout
-from oncall.drill.gpu_sim.podresources import static_pods
-from oncall.drill.gpu_sim.server import Exporter, build_app
+from oncall_drill.gpu_sim.devices import GpuSpec, PodClaim, Slot, vllm_used_mib
+from oncall_drill.gpu_sim.layout import Layout
+from oncall_drill.gpu_sim.podresources import static_pods
+from oncall_drill.gpu_sim.server import Exporter, build_app
 from tests.drill.gateway.helpers import serve_app
 from tests.harness.servers import prometheus_server
 from tests.probes.dcgm_scraped import Scraped, wait_scraped

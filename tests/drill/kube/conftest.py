@@ -20,18 +20,18 @@ from typing import Any, TypeVar
 
 import pytest
 
-from oncall.drill.kube_sim import (
+from oncall.remediation.clients import Clients
+from oncall.settings import Settings
+from oncall.settings.model import KubernetesSettings
+from oncall_drill.kube_sim import (
     OPERATOR_CONTEXT,
     READ_ONLY_CONTEXT,
     KubeSim,
     SimulatorThread,
     write_kubeconfig,
 )
-from oncall.drill.kube_sim.runner import serve
-from oncall.drill.netutil import free_loopback_port
-from oncall.remediation.clients import Clients
-from oncall.settings import Settings
-from oncall.settings.model import KubernetesSettings
+from oncall_drill.kube_sim.runner import serve
+from oncall_drill.netutil import free_loopback_port
 
 T = TypeVar("T")
 DELAY_S = 0.05
@@ -322,7 +322,7 @@ class Https:
 
     def config(self, **user: Any) -> dict[str, Any]:
         """The drill's kubeconfig document for the operator, its user replaced by `user`."""
-        from oncall.drill.kube_sim import kubeconfig
+        from oncall_drill.kube_sim import kubeconfig
 
         doc = kubeconfig(self.sim.tls_port, self.sim.sim.users, ca_file=self.ca)
         if user:
@@ -345,7 +345,7 @@ def write_config(path: Path, doc: dict[str, Any]) -> Path:
 @pytest.fixture(scope="session")
 def https(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Https]:
     """One HTTPS simulator for the client tests (they only read, or write what they undo)."""
-    from oncall.drill.kube_sim.tls import make_certificate, server_context
+    from oncall_drill.kube_sim.tls import make_certificate, server_context
 
     made = make_certificate(tmp_path_factory.mktemp("tls"))
     assert made is not None

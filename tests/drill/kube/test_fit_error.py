@@ -3,7 +3,7 @@ counted reasons sorted as text, zero counts left out, the DefaultPreemption post
 
 from __future__ import annotations
 
-from oncall.drill.kube_sim.fit_error import CORDONED, fit_error, untolerated_taint
+from oncall_drill.kube_sim.fit_error import CORDONED, fit_error, untolerated_taint
 
 GPU_SHORT = "Insufficient nvidia.com/gpu"
 

@@ -18,11 +18,11 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from oncall.alerts.loader import load_rule_files
-from oncall.drill.gpu_sim import fleet as gpu_fleet
-from oncall.drill.gpu_sim.layout import Layout
-from oncall.drill.kube_sim import KubeSim, fleet
-from oncall.drill.kube_sim.resources import PODS
-from oncall.drill.rules import deploy_fleet_rules
+from oncall_drill.gpu_sim import fleet as gpu_fleet
+from oncall_drill.gpu_sim.layout import Layout
+from oncall_drill.kube_sim import KubeSim, fleet
+from oncall_drill.kube_sim.resources import PODS
+from oncall_drill.rules import deploy_fleet_rules
 from tests.drill.kube.conftest import DELAY_S, Cluster, start_cluster, status_of
 
 FIXTURE = Path(__file__).parents[3] / "fixtures" / "kubernetes" / "list_paging.json"

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from oncall.drill.cluster.ksm import ClusterStateCollector, in_namespace
-from oncall.drill.kube_sim import KubeSim
+from oncall_drill.cluster.ksm import ClusterStateCollector, in_namespace
+from oncall_drill.kube_sim import KubeSim
 from tests.drill.kube.conftest import DELAY_S, NS, Cluster, StrictCheck, start_cluster, wait_until
 
 FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "kube-state-metrics"

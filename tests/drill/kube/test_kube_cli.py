@@ -1,4 +1,4 @@
-"""`python -m oncall.drill.kube_sim` as the drill orchestration runs it: a process, a kubeconfig."""
+"""`python -m oncall_drill.kube_sim` as the drill orchestration runs it: a process, a kubeconfig."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oncall.drill.kube_sim import READ_ONLY_CONTEXT
-from oncall.drill.netutil import free_loopback_port, wait_for_port
+from oncall_drill.kube_sim import READ_ONLY_CONTEXT
+from oncall_drill.netutil import free_loopback_port, wait_for_port
 from tests.drill.kube.conftest import wait_until
 
 SEED = """
@@ -30,7 +30,7 @@ def test_module_serves_a_seeded_cluster_and_stops_on_sigterm(tmp_path: Path) -> 
     kubeconfig = tmp_path / "kubeconfig"
     seed = tmp_path / "seed.yaml"
     seed.write_text(SEED, encoding="utf-8")
-    argv = [sys.executable, "-m", "oncall.drill.kube_sim", "--port", str(port)]
+    argv = [sys.executable, "-m", "oncall_drill.kube_sim", "--port", str(port)]
     argv += ["--kubeconfig", str(kubeconfig), "--state-file", str(seed), "--start-delay", "0.05"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     try:
@@ -59,7 +59,7 @@ def test_module_serves_a_seeded_cluster_and_stops_on_sigterm(tmp_path: Path) -> 
 def test_module_rejects_a_bad_seed_file(tmp_path: Path) -> None:
     seed = tmp_path / "seed.yaml"
     seed.write_text("- just a string\n", encoding="utf-8")
-    argv = [sys.executable, "-m", "oncall.drill.kube_sim", "--seed-file", str(seed)]
+    argv = [sys.executable, "-m", "oncall_drill.kube_sim", "--seed-file", str(seed)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 2
     assert "needs kind and metadata.name" in done.stderr

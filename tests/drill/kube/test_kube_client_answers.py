@@ -13,9 +13,9 @@ import pytest
 
 from oncall.backends import kube
 from oncall.backends.kube_write import KubeWriter
-from oncall.drill.kube_sim import READ_ONLY_CONTEXT
 from oncall.errors import BackendError
 from oncall.settings.model import KubernetesSettings
+from oncall_drill.kube_sim import READ_ONLY_CONTEXT
 from tests.drill.kube.conftest import BUDGET_CAUSE, CANNED, NS, TOO_MANY, Https, write_config
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from oncall.drill.kube_sim import KubeSim, container_args, default_objects
+from oncall_drill.kube_sim import KubeSim, container_args, default_objects
 from tests.drill.kube.conftest import DELAY_S, NS, StrictCheck, start_cluster, status_of, wait_until
 
 

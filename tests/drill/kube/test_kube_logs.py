@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from oncall.drill.kube_sim import KubeSim
+from oncall_drill.kube_sim import KubeSim
 from tests.drill.kube.conftest import (
     DELAY_S,
     NS,

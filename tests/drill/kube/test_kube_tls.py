@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import trustme
 
-from oncall.drill.kube_sim import OPERATOR_CONTEXT, write_kubeconfig
-from oncall.drill.kube_sim.tls import VALID_FOR, make_certificate, server_context
-from oncall.drill.netutil import LOOPBACK
+from oncall_drill.kube_sim import OPERATOR_CONTEXT, write_kubeconfig
+from oncall_drill.kube_sim.tls import VALID_FOR, make_certificate, server_context
+from oncall_drill.netutil import LOOPBACK
 from tests.drill.kube.conftest import NS, TlsSimulator
 
 

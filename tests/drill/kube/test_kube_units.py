@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oncall.drill.kube_sim import patch
-from oncall.drill.kube_sim.errors import ApiError
-from oncall.drill.kube_sim.selectors import labels_match, parse_field_selector, parse_label_selector
+from oncall_drill.kube_sim import patch
+from oncall_drill.kube_sim.errors import ApiError
+from oncall_drill.kube_sim.selectors import labels_match, parse_field_selector, parse_label_selector
 from tests.drill.kube.conftest import StrictCheck
 
 LABELS = {"app": "vllm", "tier": "gpu"}

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from oncall.alerts.cluster_rules import rules_of_objects
-from oncall.drill.kube_sim import KubeSim
 from oncall.errors import ConfigError
 from oncall.service.alerts import add_cluster_rules, open_alert_engine
 from oncall.settings import Settings
+from oncall_drill.kube_sim import KubeSim
 from tests.drill.kube.conftest import DELAY_S, Cluster, start_cluster
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "rules" / "kube-prometheus"

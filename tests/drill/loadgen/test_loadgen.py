@@ -16,8 +16,8 @@ import httpx
 import pytest
 from aiohttp import web
 
-from oncall.drill.gateway_sim.prompts import check_prompt
-from oncall.drill.loadgen import (
+from oncall_drill.gateway_sim.prompts import check_prompt
+from oncall_drill.loadgen import (
     KINDS,
     MAX_DURATION_S,
     MAX_IN_FLIGHT,
@@ -28,7 +28,7 @@ from oncall.drill.loadgen import (
     NotLoopbackError,
     run_load,
 )
-from oncall.drill.loadgen.curve import arrival_times, rate_at
+from oncall_drill.loadgen.curve import arrival_times, rate_at
 from tests.drill.gateway.helpers import (
     MODEL,
     REPO_ROOT,
@@ -194,7 +194,7 @@ async def test_loopback_forms_are_accepted(stub: StubGateway) -> None:
 async def test_command_line_prints_a_summary(stub: StubGateway) -> None:
     argv = ["--url", stub.url, "--rate", "100", "--duration", "2", "--max-requests", "40"]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "oncall.drill.loadgen", *argv, "--seed", "9", "--curve", "spike",
+        sys.executable, "-m", "oncall_drill.loadgen", *argv, "--seed", "9", "--curve", "spike",
         cwd=REPO_ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -213,7 +213,7 @@ async def test_command_line_prints_a_summary(stub: StubGateway) -> None:
 
 async def test_command_line_refuses_a_remote_target() -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "oncall.drill.loadgen", "--url", "http://8.8.8.8:80",
+        sys.executable, "-m", "oncall_drill.loadgen", "--url", "http://8.8.8.8:80",
         "--rate", "1", "--duration", "1", "--max-requests", "1",
         cwd=REPO_ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -231,7 +231,7 @@ async def test_end_to_end_through_the_real_gateway(
         vllm_sim(tmp_path) as vllm,
         module_process(
             tmp_path,
-            "oncall.drill.gateway_sim",
+            "oncall_drill.gateway_sim",
             "--redis-url", f"redis://127.0.0.1:{redis_srv.port}/6",
             "--vllm-url", vllm.url,
             "--model", MODEL,

@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
-from oncall.drill.cluster.pods import PORT_ANNOTATION
-from oncall.drill.supervisor import pid_alive
+from oncall_drill.cluster.pods import PORT_ANNOTATION
+from oncall_drill.supervisor import pid_alive
 from tests.drill.stack.conftest import Drill
 from tests.harness.processes import eventually
 
@@ -32,7 +32,7 @@ def pod_pid(name: str) -> int | None:
             continue
         with contextlib.suppress(OSError):
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"oncall.drill.vllm_sim" in argv and name.encode() in argv:
+            if b"oncall_drill.vllm_sim" in argv and name.encode() in argv:
                 return int(entry.name)
     return None
 

@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 
 from oncall.backends.prometheus import PrometheusClient
-from oncall.drill.gpu_sim.layout import EXPORTER_TARGET_LABELS
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu import DevicesParams, run_devices
 from oncall.probes.kube import PodsParams, run_pods
 from oncall.settings import load_settings
+from oncall_drill.gpu_sim.layout import EXPORTER_TARGET_LABELS
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill, start_drill
 from tests.harness.processes import eventually

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from oncall.drill.netutil import port_accepts
-from oncall.drill.supervisor import pid_alive
+from oncall_drill.netutil import port_accepts
+from oncall_drill.supervisor import pid_alive
 from tests.cli_runner import Result, run_oncall
 from tests.drill.stack.conftest import JOBS, Drill, start_drill
 from tests.harness.processes import wait_until

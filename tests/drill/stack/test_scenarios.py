@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from oncall.backends.prometheus import PrometheusClient
-from oncall.drill.scenario_catalog import Signal, all_scenarios
+from oncall_drill.scenario_catalog import Signal, all_scenarios
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
 from tests.harness.processes import eventually

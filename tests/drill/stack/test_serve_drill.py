@@ -17,13 +17,13 @@ from typing import Any
 import httpx
 from textual.widgets import DataTable
 
-from oncall.drill.always_on import NOTIFICATIONS
-from oncall.drill.notify_sink import read_messages
 from oncall.service.verdicts import VerdictReader
 from oncall.settings import Settings
 from oncall.tui.app import OncallApp
 from oncall.tui.incident import IncidentScreen
 from oncall.tui.messages import OpenIncident
+from oncall_drill.always_on import NOTIFICATIONS
+from oncall_drill.notify_sink import read_messages
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import app_settings
 from tests.harness.pilot import static_text, until

@@ -15,7 +15,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from oncall.drill.netutil import free_loopback_port, wait_for_port
+from oncall_drill.netutil import free_loopback_port, wait_for_port
 from tests.harness.processes import ListeningProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -28,10 +28,10 @@ SimProcess = ListeningProcess
 
 
 def start_sim(directory: Path, *args: str, wait: bool = True) -> SimProcess:
-    """Start `python -m oncall.drill.vllm_sim` on a free port; wait until it listens."""
+    """Start `python -m oncall_drill.vllm_sim` on a free port; wait until it listens."""
     port = free_loopback_port()
     log_path = directory / f"vllm_sim_{port}.log"
-    argv = [sys.executable, "-m", "oncall.drill.vllm_sim", "--port", str(port), *args]
+    argv = [sys.executable, "-m", "oncall_drill.vllm_sim", "--port", str(port), *args]
     if "--model" not in args and not any(a.startswith("vllm") for a in args):
         argv += ["--model", MODEL]
     with log_path.open("wb") as log:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oncall.drill.vllm_sim import ArgvError, main, normalize_argv, parse_argv
+from oncall_drill.vllm_sim import ArgvError, main, normalize_argv, parse_argv
 
 NOISE = [
     ["--dtype", "auto"],

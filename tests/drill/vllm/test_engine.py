@@ -7,8 +7,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oncall.drill.vllm_sim import Engine, Fault, SimConfig
-from oncall.drill.vllm_sim.engine import FinishedRequest, Sequence
+from oncall_drill.vllm_sim import Engine, Fault, SimConfig
+from oncall_drill.vllm_sim.engine import FinishedRequest, Sequence
 
 BASE = SimConfig(model="m", max_num_seqs=4, kv_capacity_tokens=10_000, max_model_len=4096)
 

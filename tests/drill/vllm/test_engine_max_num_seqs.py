@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from oncall.drill.vllm_sim import Engine, SimConfig
+from oncall_drill.vllm_sim import Engine, SimConfig
 
 #: The drill's pod under `kv-cache-pressure`: 12 000 KV tokens, 150 tokens/s, 700-token answers.
 POD = SimConfig(model="m", kv_capacity_tokens=12_000, max_model_len=4096, tokens_per_second=150)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oncall.drill.netutil import port_accepts, wait_for_port
+from oncall_drill.netutil import port_accepts, wait_for_port
 from tests.drill.vllm.conftest import Starter
 from tests.drill.vllm.helpers import await_until, completion_body, metrics_text, sample_value
 

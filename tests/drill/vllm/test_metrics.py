@@ -8,9 +8,9 @@ import httpx
 import pytest
 from prometheus_client.samples import Sample
 
-from oncall.drill.vllm_sim import Engine, SimConfig
-from oncall.drill.vllm_sim.engine import FinishedRequest
-from oncall.drill.vllm_sim.metrics import (
+from oncall_drill.vllm_sim import Engine, SimConfig
+from oncall_drill.vllm_sim.engine import FinishedRequest
+from oncall_drill.vllm_sim.metrics import (
     ITL_BUCKETS,
     NUM_PREEMPTIONS_BUCKETS,
     REQUEST_LATENCY_BUCKETS,
