@@ -103,4 +103,9 @@ def test_a_command_on_the_terminal_gets_ctrl_c_when_the_tests_run_with_it_ignore
             run = serve()
     finally:
         signal.signal(signal.SIGINT, before)
-    assert "Keyboard interrupt received" in run.output, run.output
+    # http.server prints its banner, then serves inside `except KeyboardInterrupt`: a Ctrl-C
+    # that lands while the banner is still being written (a loaded machine) ends it with the
+    # traceback instead of the handler's line. Either way the child got the Ctrl-C.
+    assert "Keyboard interrupt received" in run.output or "KeyboardInterrupt" in run.output, (
+        run.output
+    )

@@ -304,7 +304,8 @@ async def test_engine_death(
             await drill.post("/drill/fault", json={"fault": "engine-death"})
         health = await client.health()
         assert not health.ok and health.status == dead_status
-        assert await asyncio.to_thread(sim.proc.wait, 10) == 1
+        # An engine dying while serving makes vLLM's API server exit 0 (vllm issue #48966).
+        assert await asyncio.to_thread(sim.proc.wait, 10) == 0
         with pytest.raises(BackendError) as caught:
             await client.health()
         assert caught.value.reason == "refused"
