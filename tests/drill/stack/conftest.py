@@ -45,12 +45,22 @@ def targets(prometheus: str) -> list[dict[str, Any]]:
         return found
 
 
+DRILL_TEST_TIMEOUT = 300
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test of this folder shares one drill: under xdist they all go to one worker."""
+    """Every test of this folder shares one drill: under xdist they all go to one worker.
+
+    And each gets 300 s rather than the suite's 120 s unless it names its own: a test here waits
+    on a chain of real processes (scrapes, rule `for`, Alertmanager's waits, rollouts) that took
+    up to 71 s on an idle 2-core machine and twice that with the rest of the suite beside it.
+    """
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.xdist_group("drill"))
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(DRILL_TEST_TIMEOUT))
 
 
 FOR_SCALE = 0.05
