@@ -22,6 +22,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 
 import httpx
 
+from oncall.model.numbers import ascii_int
+
 MIB = 1 << 20
 #: The most bytes one `decompress` call makes: what an answer may overshoot its bound by.
 STEP = 64 * 1024
@@ -150,7 +152,8 @@ class BoundedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.inner.handle_async_request(request)
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.limit:
+        size = ascii_int(declared)
+        if size is not None and size > self.limit:
             await response.aclose()
             raise AnswerTooLarge(self.limit)
         stream = response.stream

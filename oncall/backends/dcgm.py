@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from oncall.backends.gpu import BACKEND, GpuDevice, GpuPod
 from oncall.errors import BackendError
 from oncall.model.metrics import Sample
+from oncall.model.numbers import ascii_int
 
 if TYPE_CHECKING:  # the client is only passed in: importing httpx is the caller's cost
     from oncall.backends.prometheus import PrometheusClient
@@ -146,7 +147,7 @@ class _Rows:
         util, xid, ecc = self.get("util_pct"), self.get("xid"), self.get("ecc_dbe")
         index = self.labels.get("gpu", "")
         return GpuDevice(
-            index=int(index) if index.isdigit() else -1,
+            index=_index(index),
             uuid=self.labels.get("UUID") or self.labels.get("uuid") or "",
             name=self.labels.get("modelName", ""),
             node=node_of(self.labels),
@@ -175,12 +176,18 @@ def _exporter_pods(samples: list[Sample]) -> dict[tuple[str, str], str]:
     return found
 
 
+def _index(text: str) -> int:
+    """A GPU or MIG-instance index label as a number; -1 when it spells none (ASCII only)."""
+    found = ascii_int(text)
+    return -1 if found is None else found
+
+
 def _sort_key(device: GpuDevice) -> tuple[str, int, int, str]:
     instance = device.instance_id or ""
     return (
         device.node or "",
         device.index,
-        int(instance) if instance.isdigit() else -1,
+        _index(instance),
         device.uuid,
     )
 

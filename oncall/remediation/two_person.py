@@ -38,6 +38,7 @@ from typing import Any
 
 from oncall.backends.redis_write import RedisWriter
 from oncall.errors import BackendError
+from oncall.model.numbers import ascii_int
 from oncall.model.write_path import GuardVerdict
 from oncall.remediation.guards import APPROVAL_PREFIX, RedisGuard, _unavailable
 from oncall.settings.durations import format_duration
@@ -68,9 +69,9 @@ def process_start(pid: int) -> str:
 
 def _requester_gone(request: dict[str, str]) -> str | None:
     """Why the requesting process is known to be gone (this host only), or None."""
-    if request.get("host") != socket.gethostname() or not request.get("pid", "").isdigit():
+    pid = ascii_int(request.get("pid", ""))
+    if request.get("host") != socket.gethostname() or pid is None:
         return None
-    pid = int(request["pid"])
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
