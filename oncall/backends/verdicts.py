@@ -156,10 +156,16 @@ class VerdictStore:
         """The verdicts of `ids` still stored, in that order; a value not ours is skipped."""
 
         async def run(r: Redis) -> list[dict[str, str]]:
-            async with r.pipeline(transaction=False) as pipe:
-                for vid in ids:
-                    pipe.hgetall(verdict_key(vid))
-                return list(await pipe.execute())
+            try:
+                async with r.pipeline(transaction=False) as pipe:
+                    for vid in ids:
+                        pipe.hgetall(verdict_key(vid))
+                    return list(await pipe.execute())
+            except UnicodeDecodeError:
+                # A value that is not UTF-8 (written by someone else, or corrupted) fails the
+                # whole pipeline: read one by one, so it costs its own verdict, not all of them
+                # (redis-py drops the connection that held the unread rest).
+                return [await _hgetall_or_empty(r, verdict_key(vid)) for vid in ids]
 
         found = await self._client._call(run) if ids else []
         out = []
@@ -172,6 +178,14 @@ class VerdictStore:
     async def get(self, verdict_id: str) -> dict[str, Any] | None:
         found = await self.get_many([verdict_id])
         return found[0] if found else None
+
+
+async def _hgetall_or_empty(r: Redis, key: str) -> dict[str, str]:
+    try:
+        found = await r.hgetall(key)
+    except UnicodeDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in found.items()}  # str already: decode_responses
 
 
 def _decoded(raw: dict[str, str]) -> dict[str, Any] | None:
