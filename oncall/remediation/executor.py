@@ -63,6 +63,7 @@ from oncall.remediation.clients import Clients
 from oncall.remediation.context_guard import cluster_of, context_refusal, stamped
 from oncall.remediation.guards import anchor_guard, read_only_guard, two_person_note
 from oncall.remediation.lease import TargetLease, holder_identity
+from oncall.remediation.managed import managed_guard
 from oncall.remediation.policy import Guards
 from oncall.remediation.preconditions import dry_run_refusal, recheck
 from oncall.remediation.rollback import undo_of
@@ -208,6 +209,9 @@ class Remediator:
         except BackendError as exc:
             dry_run = {"error": str(exc)}
             verdicts.append(dry_run_refusal(exc))
+        managed = await managed_guard(plan, self.clients)  # a Deployment something re-applies
+        if managed is not None:
+            verdicts.append(managed)
         verdicts.append(await self.guards.rate.check(plan.target.key))
         verdicts.append(await self.guards.breaker.check())
         verdicts.append(await self._lease_verdict(plan))
