@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncall.errors import BackendError
 from oncall.model.write_path import Outcome, Progress
+from oncall.remediation.revert_watch import arm
 
 if TYPE_CHECKING:
     from oncall.remediation.action import Action
@@ -62,4 +63,6 @@ async def after_change(
     await remediator._record_after(
         run, say, "verified", outcome={"ok": verified, "detail": detail}, duration_s=took()
     )
+    if verified and arm(remediator, run) is not None:  # a managed target: watch for its revert
+        detail += "; watching for a revert"
     return remediator._end(run, "verified" if verified else "unverified", detail)

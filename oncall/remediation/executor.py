@@ -66,6 +66,7 @@ from oncall.remediation.lease import TargetLease, holder_identity
 from oncall.remediation.managed import managed_guard
 from oncall.remediation.policy import Guards
 from oncall.remediation.preconditions import dry_run_refusal, recheck
+from oncall.remediation.revert_watch import RevertWatch
 from oncall.remediation.rollback import undo_of
 from oncall.settings import Settings
 
@@ -104,6 +105,9 @@ class Remediator:
         self.mirror_errors: list[str] = []
         #: Outcome records that could not be written after a change (shown loudly; exit 1).
         self.audit_incomplete: list[str] = []
+        #: Armed after a verified change to a managed Deployment; the front end runs it
+        #: (`revert_watch.watch_and_record`) without holding up the outcome.
+        self.revert_watch: RevertWatch | None = None
 
     @classmethod
     def from_settings(
