@@ -164,7 +164,8 @@ def test_a_huge_owner_reference_list_is_read_only_up_to_its_bound() -> None:
 
 
 def test_metadata_of_the_wrong_types_never_raises() -> None:
-    for meta in ({"ownerReferences": "x"}, {"labels": ["a"]}, {"annotations": 3}, []):
+    metas: list[Any] = [{"ownerReferences": "x"}, {"labels": ["a"]}, {"annotations": 3}, []]
+    for meta in metas:
         obj = {"metadata": meta}
         owned = ownership(obj)
         assert owned.managers == ()
