@@ -114,3 +114,65 @@ def test_a_read_that_keeps_failing_is_said_once_and_the_watch_still_ends() -> No
     result = asyncio.run(watch(_armed(0.02), read, lines.append))
     assert not result.reverted and "last read failed" in result.message
     assert len(lines) == 1 and "could not be read" in lines[0]
+
+
+class _Kube:
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    async def get_deployment(self, _namespace: str, _name: str) -> dict[str, Any]:
+        return _deployment(self.value)
+
+
+class _Clients:
+    def __init__(self, value: str) -> None:
+        self.kube = _Kube(value)
+
+    async def kube_writer(self) -> _Kube:
+        return self.kube
+
+
+class _Remediator:
+    """What `watch_and_record` and the app's hand-off use of a Remediator."""
+
+    def __init__(self, armed: RevertWatch | None, value: str) -> None:
+        self.revert_watch = armed
+        self.clients = _Clients(value)
+        self.recorded: list[tuple[str, dict[str, Any]]] = []
+        self.closed = False
+
+    async def _record_after(self, run: Any, _say: Any, transition: str, **fields: Any) -> None:
+        self.recorded.append((transition, {"action_id": run.action_id, **fields}))
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self.closed = True
+
+
+def test_the_app_gets_its_result_first_and_the_revert_later_then_the_clients_close() -> None:
+    from oncall.service.remediation import _WATCHES, REVERT_WATCH, hand_off_revert_watch
+
+    lines: list[str] = []
+    remediator = _Remediator(_armed(5), "256")  # the operator already put 256 back
+
+    async def go() -> bool:
+        handed = hand_off_revert_watch(remediator, lines.append)  # type: ignore[arg-type]
+        assert not remediator.closed and not lines  # returned before the watch ran
+        # The running watches are kept; each is bounded by its own time limit (5 s here).
+        await asyncio.wait_for(asyncio.gather(*_WATCHES), 10)
+        return handed
+
+    assert asyncio.run(go())
+    assert remediator.closed  # the watch closed the clients once done
+    assert [t for t, _ in remediator.recorded] == ["reverted"]
+    assert remediator.recorded[0][1]["action_id"] == "a1"
+    assert all(line.startswith(REVERT_WATCH) for line in lines)
+    assert any("REVERTED" in line for line in lines)
+    assert remediator.revert_watch is None
+
+
+def test_nothing_is_handed_off_without_an_armed_watch() -> None:
+    from oncall.service.remediation import hand_off_revert_watch
+
+    remediator = _Remediator(None, "256")
+    assert not hand_off_revert_watch(remediator, lambda _l: None)  # type: ignore[arg-type]
+    assert not remediator.closed  # the caller closes it
