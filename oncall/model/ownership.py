@@ -1,5 +1,5 @@
 """Who owns a Kubernetes workload, from its own metadata: the operator, Helm release, Argo CD
-application or Flux object that re-applies it (docs/architecture.md, "The write path").
+application or Flux object that re-applies it (docs/architecture.md §3, the write path).
 
 A patch to a Deployment that something else reconciles is undone at that thing's next
 reconcile: vLLM production-stack's operator rebuilds the Deployment from its `VLLMRuntime`
@@ -150,7 +150,7 @@ def _operators(
                                  certain=False))  # fmt: skip
         else:
             found.append(Manager("operator", f"{what} ({known})",
-                                 f"the {kind} {name!r}'s spec (kubectl edit "
+                                 f"the spec of {kind} {name} (kubectl edit "
                                  f"{kind.lower()} {name} -n {namespace})"))  # fmt: skip
     return found, bad
 

@@ -12,7 +12,8 @@ first): audited as `failed` with guard `precondition`, not counted by the circui
 
 Audit transitions: `proposed` (plan and preview), `refused` (with the guard: read-only,
 permission, rate limit, circuit breaker, lease, two-person, precondition, terminal),
-`declined`, `approved`, `started`, `succeeded` / `failed`, `verified`, `rolled_back`. Each
+`declined`, `approved`, `started`, `succeeded` / `failed`, `verified`, `rolled_back`, and
+`reverted` (a managed target put back after `verified`: `revert_watch`). Each
 record also goes to the team's Redis Stream and, for Kubernetes targets, as an Event on the
 target (`audit_mirror`); a mirror that fails is noted, never fatal, and never loses the local
 record. The dry run's refusal and the re-check before the write are `preconditions`; the

@@ -1,5 +1,5 @@
 """The managed-workload guard: a patch to a Deployment that something else re-applies
-(docs/architecture.md, "The write path").
+(docs/architecture.md §3, the write path).
 
 The preview names who owns the target (oncall/model/ownership.py) and says the change will be
 reverted at that owner's next reconcile, and where to make it instead. `guards.managed_workloads`

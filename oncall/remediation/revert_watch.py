@@ -1,5 +1,5 @@
 """The revert watch: after a verified change to a managed Deployment, keep looking for a while
-whether what owns it has put it back (docs/architecture.md, "The write path").
+whether what owns it has put it back (docs/architecture.md §3, the write path).
 
 An operator that `Owns()` its Deployments (vLLM production-stack's) reconciles on every change
 and rebuilds the spec from its custom resource; Helm, Argo CD and Flux re-apply on their next
