@@ -169,3 +169,42 @@ def test_metadata_of_the_wrong_types_never_raises() -> None:
         obj = {"metadata": meta}
         owned = ownership(obj)
         assert owned.managers == ()
+
+
+class _Unreachable:
+    """Clients whose Kubernetes API does not answer."""
+
+    def __init__(self, policy: str) -> None:
+        from oncall.settings import Settings
+
+        base = Settings()
+        self.settings = base.model_copy(
+            update={"guards": base.guards.model_copy(update={"managed_workloads": policy})}
+        )
+
+    async def kube_writer(self) -> Any:
+        from oncall.errors import BackendError
+
+        raise BackendError("kubernetes", "127.0.0.1:6443", "timeout")
+
+
+def _deployment_plan(kind: str = "Deployment") -> Any:
+    from oncall.model.write_path import Plan, Target
+
+    return Plan(
+        action="set-max-num-seqs", params={}, target=Target(kind, "vllm", "ai", None, None),
+        before="", after="", request={}, dangerous=True, confirm_word="vllm",
+    )  # fmt: skip
+
+
+def test_an_unreadable_owner_warns_under_warn_and_refuses_under_refuse() -> None:
+    import asyncio
+
+    from oncall.remediation.managed import managed_guard
+
+    warned = asyncio.run(managed_guard(_deployment_plan(), _Unreachable("warn")))  # type: ignore[arg-type]
+    refused = asyncio.run(managed_guard(_deployment_plan(), _Unreachable("refuse")))  # type: ignore[arg-type]
+    assert warned is not None and warned.ok and "ownership unknown" in warned.reason
+    assert refused is not None and not refused.ok and refused.reason.startswith("refuse:")
+    # Not a Deployment: no guard at all (nothing is read).
+    assert asyncio.run(managed_guard(_deployment_plan("Pod"), _Unreachable("refuse"))) is None  # type: ignore[arg-type]
