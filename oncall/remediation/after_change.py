@@ -63,6 +63,8 @@ async def after_change(
     await remediator._record_after(
         run, say, "verified", outcome={"ok": verified, "detail": detail}, duration_s=took()
     )
-    if verified and arm(remediator, run) is not None:  # a managed target: watch for its revert
+    # A managed target: watch for its revert. Unverified too: an operator that reconciles at
+    # once (production-stack's) may have put it back during the rollout; the watch says so.
+    if arm(remediator, run) is not None:
         detail += "; watching for a revert"
     return remediator._end(run, "verified" if verified else "unverified", detail)

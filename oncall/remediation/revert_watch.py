@@ -3,13 +3,14 @@ whether what owns it has put it back (docs/architecture.md §3, the write path).
 
 An operator that `Owns()` its Deployments (vLLM production-stack's) reconciles on every change
 and rebuilds the spec from its custom resource; Helm, Argo CD and Flux re-apply on their next
-upgrade or sync. Each undoes a patch minutes after oncall said "verified". So once a change to
-a Deployment the managed guard found an owner for (oncall/remediation/managed.py) is verified,
-`arm` sets a watch on the remediator, and the front end runs `watch_and_record` WITHOUT waiting
-for it before showing the outcome (the app hands it to a task; the CLI says it is watching and
-Ctrl-C stops it). The watch re-reads the Deployment every few seconds until
-`guards.revert_watch` seconds have passed; when a value the plan set no longer holds, it writes a
-`reverted` record (mirrored like every record) and says so. Bounded: at most
+upgrade or sync. Each undoes a patch minutes after oncall said "verified" (or, reconciling at
+once, during the rollout: then verification fails and the watch's first look says why). So once
+a change to a Deployment the managed guard found an owner for (oncall/remediation/managed.py)
+was made and its verification ended, `arm` sets a watch on the remediator, and the front end
+runs `watch_and_record` WITHOUT waiting for it before showing the outcome (the app hands it to a
+task; the CLI says it is watching and Ctrl-C stops it). The watch re-reads the Deployment every
+few seconds until `guards.revert_watch` seconds have passed; when a value the plan set no longer
+holds, it writes a `reverted` record (mirrored like every record) and says so. Bounded: at most
 ceil(seconds / interval) + 1 reads, each with the client's own timeout.
 
 What the plan set is read from its request, generically: a JSON patch's `replace`/`add` values
@@ -120,8 +121,9 @@ def undone(obj: dict[str, Any], expected: tuple[Expected, ...]) -> tuple[dict[st
 
 
 def arm(remediator: Remediator, run: Run) -> RevertWatch | None:
-    """Set the remediator's watch for `run`, just verified, when its target is a managed
-    Deployment, `guards.revert_watch` is on and the plan says what it set; else None."""
+    """Set the remediator's watch for `run`, whose change was made and verified (or not), when
+    its target is a managed Deployment, `guards.revert_watch` is on and the plan says what it
+    set; else None."""
     seconds = float(remediator.settings.guards.revert_watch)
     plan = run.plan
     preview = run.preview
