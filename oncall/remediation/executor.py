@@ -64,6 +64,7 @@ from oncall.remediation.clients import Clients
 from oncall.remediation.context_guard import cluster_of, context_refusal, stamped
 from oncall.remediation.guards import anchor_guard, read_only_guard, two_person_note
 from oncall.remediation.lease import TargetLease, holder_identity
+from oncall.remediation.managed import GUARD as MANAGED
 from oncall.remediation.managed import managed_guard
 from oncall.remediation.policy import Guards
 from oncall.remediation.preconditions import dry_run_refusal, recheck
@@ -265,7 +266,10 @@ class Remediator:
             detail={"before": plan.before, "after": plan.after, "undo": plan.undo,
                     "rollback_of": rollback_of, "notes": list(plan.notes),
                     "anchor": anchor_guard(self.settings).reason,
-                    "two_person": two_person_note(self.settings, plan.action)},
+                    "two_person": two_person_note(self.settings, plan.action),
+                    # Who re-applies the target, and the policy: a warning gone past is on record.
+                    "managed": next((v.detail for v in preview.verdicts
+                                     if v.guard == MANAGED), None)},
         )  # fmt: skip
         if preview.refusal:
             return await self._refuse(run, preview.refusal)

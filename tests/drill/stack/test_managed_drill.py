@@ -44,6 +44,9 @@ def test_the_preview_names_the_operator_and_warns(managed: Drill, tmp_path: Path
     assert "reverted at its next reconcile" in run.output
     assert "kubectl edit vllmruntime vllm -n ai" in run.output
     assert transitions(audit) == ["proposed", "declined"]
+    managed_note = records(audit)[0]["detail"]["managed"]  # the warning gone past is on record
+    assert managed_note["policy"] == "warn"
+    assert managed_note["managers"][0]["name"].startswith("VLLMRuntime ai/vllm")
     assert _cap_arg(managed) == "256"
 
 
