@@ -103,8 +103,12 @@ def cluster_argv(
     *,
     name_seed: int | None = None,
     fleet: bool = False,
+    operator_delay: float | None = None,
 ) -> list[str]:
     seed = [] if name_seed is None else ["--name-seed", str(name_seed)]
+    managed = (
+        [] if operator_delay is None else ["--managed", "--operator-delay", f"{operator_delay:g}"]
+    )
     return [
         *PY, "oncall_drill.cluster",
         "--api-port", str(ports.cluster_api),
@@ -119,6 +123,7 @@ def cluster_argv(
         "--dcgm-layout", (layout or Layout()).text(),
         *seed,
         *(["--fleet"] if fleet else []),
+        *managed,
     ]  # fmt: skip
 
 

@@ -52,6 +52,10 @@ class UpOptions:
     #: Generated names from a fixed sequence: the same pod names in every stack (--contexts).
     name_seed: int | None = None
     fleet: bool = False  # 5,000 pods, 400 GPUs, 200 more rules (kube_sim/fleet.py)
+    #: The vLLM Deployment owned by a simulated operator (kube_sim/operator.py) that reverts a
+    #: patch of its args after operator_delay x for_scale seconds.
+    managed: bool = False
+    operator_delay: float = 60.0
 
 
 def _ports() -> Ports:
@@ -206,6 +210,7 @@ def up(options: UpOptions) -> DrillState:
             layout,
             name_seed=options.name_seed,
             fleet=options.fleet,
+            operator_delay=options.operator_delay * options.for_scale if options.managed else None,
         )
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)

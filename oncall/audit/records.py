@@ -43,6 +43,9 @@ TRANSITIONS = (
     "verified",
     "rolled_back",
     "acknowledged",
+    # A verified change undone afterwards by what owns the target (an operator's reconcile,
+    # Helm, Argo CD, Flux): seen by the revert watch (oncall/remediation/revert_watch.py).
+    "reverted",
 )
 #: A reviewer's sign-off on a scar in the chain (`oncall audit acknowledge`): not a remediation,
 #: so it has an action of its own, allowed only with the `acknowledged` transition.

@@ -70,6 +70,20 @@ def register(commands: Any, global_options: Any) -> None:
         "200 more alerting rules",
     )
     up.add_argument(
+        "--managed",
+        action="store_true",
+        help="the vLLM Deployment owned by a simulated production-stack operator (VLLMRuntime) "
+        "that reverts a patch of its args after --operator-delay",
+    )
+    up.add_argument(
+        "--operator-delay",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="--managed: seconds before the operator reverts a patch, times --for-scale "
+        "(default 60)",
+    )
+    up.add_argument(
         "--dcgm-layout",
         default="helm",
         help="DCGM labels: helm (default Helm install), or any of honor-labels, hostname, "
@@ -166,6 +180,8 @@ def run_up(args: argparse.Namespace) -> int:
         replicas=args.replicas,
         dcgm_layout=args.dcgm_layout,
         fleet=args.fleet,
+        managed=args.managed,
+        operator_delay=args.operator_delay,
     )
     if args.contexts:
         return _up_contexts(options, args.contexts, started)

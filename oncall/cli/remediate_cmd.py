@@ -225,13 +225,26 @@ async def _run(settings: Any, args: argparse.Namespace, read_only: bool) -> int:
         print(f"{outcome.status}: {outcome.message} (audit action {outcome.action_id})")
         if outcome.status == "verified" and plan.undo and not rollback_of:
             print(f"to undo: oncall remediate rollback {outcome.action_id}")
+        reverted = await _watch_for_revert(r)
         for problem in r.mirror_errors:
             print(f"oncall: audit mirror: {problem}", file=sys.stderr)
         for problem in r.audit_incomplete:  # after a change: loud, and never exit 0
             print(f"oncall: AUDIT INCOMPLETE: {problem}", file=sys.stderr)
-    if r.audit_incomplete:
+    if r.audit_incomplete or reverted:
         return EXIT_FOUND
     return EXIT_OK if outcome.status == "verified" else EXIT_FOUND
+
+
+async def _watch_for_revert(r: Any) -> bool:
+    """A managed target's revert watch, once the outcome is printed (Ctrl-C stops watching;
+    the change stays); True when the change was reverted."""
+    from oncall.remediation.revert_watch import watch_and_record
+
+    if r.revert_watch is None:
+        return False
+    print("  (Ctrl-C stops watching; the change stays as it is)", flush=True)
+    result = await watch_and_record(r, lambda text: print(f"  … {text}", flush=True))
+    return result is not None and result.reverted
 
 
 def run_approve(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncall.errors import BackendError
 from oncall.model.write_path import Outcome, Progress
+from oncall.remediation.revert_watch import arm
 
 if TYPE_CHECKING:
     from oncall.remediation.action import Action
@@ -62,4 +63,8 @@ async def after_change(
     await remediator._record_after(
         run, say, "verified", outcome={"ok": verified, "detail": detail}, duration_s=took()
     )
+    # A managed target: watch for its revert. Unverified too: an operator that reconciles at
+    # once (production-stack's) may have put it back during the rollout; the watch says so.
+    if arm(remediator, run) is not None:
+        detail += "; watching for a revert"
     return remediator._end(run, "verified" if verified else "unverified", detail)

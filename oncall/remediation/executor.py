@@ -12,7 +12,8 @@ first): audited as `failed` with guard `precondition`, not counted by the circui
 
 Audit transitions: `proposed` (plan and preview), `refused` (with the guard: read-only,
 permission, rate limit, circuit breaker, lease, two-person, precondition, terminal),
-`declined`, `approved`, `started`, `succeeded` / `failed`, `verified`, `rolled_back`. Each
+`declined`, `approved`, `started`, `succeeded` / `failed`, `verified`, `rolled_back`, and
+`reverted` (a managed target put back after `verified`: `revert_watch`). Each
 record also goes to the team's Redis Stream and, for Kubernetes targets, as an Event on the
 target (`audit_mirror`); a mirror that fails is noted, never fatal, and never loses the local
 record. The dry run's refusal and the re-check before the write are `preconditions`; the
@@ -63,8 +64,11 @@ from oncall.remediation.clients import Clients
 from oncall.remediation.context_guard import cluster_of, context_refusal, stamped
 from oncall.remediation.guards import anchor_guard, read_only_guard, two_person_note
 from oncall.remediation.lease import TargetLease, holder_identity
+from oncall.remediation.managed import GUARD as MANAGED
+from oncall.remediation.managed import managed_guard
 from oncall.remediation.policy import Guards
 from oncall.remediation.preconditions import dry_run_refusal, recheck
+from oncall.remediation.revert_watch import RevertWatch
 from oncall.remediation.rollback import undo_of
 from oncall.settings import Settings
 
@@ -103,6 +107,9 @@ class Remediator:
         self.mirror_errors: list[str] = []
         #: Outcome records that could not be written after a change (shown loudly; exit 1).
         self.audit_incomplete: list[str] = []
+        #: Armed after a verified change to a managed Deployment; the front end runs it
+        #: (`revert_watch.watch_and_record`) without holding up the outcome.
+        self.revert_watch: RevertWatch | None = None
 
     @classmethod
     def from_settings(
@@ -208,6 +215,9 @@ class Remediator:
         except BackendError as exc:
             dry_run = {"error": str(exc)}
             verdicts.append(dry_run_refusal(exc))
+        managed = await managed_guard(plan, self.clients)  # a Deployment something re-applies
+        if managed is not None:
+            verdicts.append(managed)
         verdicts.append(await self.guards.rate.check(plan.target.key))
         verdicts.append(await self.guards.breaker.check())
         verdicts.append(await self._lease_verdict(plan))
@@ -256,7 +266,10 @@ class Remediator:
             detail={"before": plan.before, "after": plan.after, "undo": plan.undo,
                     "rollback_of": rollback_of, "notes": list(plan.notes),
                     "anchor": anchor_guard(self.settings).reason,
-                    "two_person": two_person_note(self.settings, plan.action)},
+                    "two_person": two_person_note(self.settings, plan.action),
+                    # Who re-applies the target, and the policy: a warning gone past is on record.
+                    "managed": next((v.detail for v in preview.verdicts
+                                     if v.guard == MANAGED), None)},
         )  # fmt: skip
         if preview.refusal:
             return await self._refuse(run, preview.refusal)

@@ -144,13 +144,16 @@ class LiveRemediations:
             firing = alert.status is not None and alert.status.state == "firing"
             # The first import of the executor takes a while (~0.1 s): not on the app's loop.
             remediator_class = await asyncio.to_thread(_remediator_class)
-            async with remediator_class.from_settings(
+            opened = remediator_class.from_settings(
                 self.settings,
                 read_only_flag=self.read_only_flag,
                 alert=alert_facts(alert.name, alert.status),
                 evidence=evidence_record(proposal, evidence),
                 alert_still_firing=_still_firing(alert) if firing and alert.latest else None,
-            ) as remediator:
+            )
+            remediator = await opened.__aenter__()
+            handed_off = False
+            try:
                 try:
                     plan = await remediator.plan(proposal.action, dict(proposal.params))
                 except OncallError as exc:
@@ -158,7 +161,12 @@ class LiveRemediations:
                 outcome = await remediator.run(plan, ask, progress=progress)
                 if not answers and outcome.preview is not None:
                     await ask(outcome.preview)  # refused before asking: show why
+                # A managed target's revert watch outlives this call; it closes the clients.
+                handed_off = hand_off_revert_watch(remediator, progress)
                 return RemediationResult.of(outcome)
+            finally:
+                if not handed_off:
+                    await opened.__aexit__(None, None, None)
 
         task = asyncio.ensure_future(lifecycle())
         try:
@@ -173,6 +181,33 @@ class LiveRemediations:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.shield(task)
             raise
+
+
+#: What the revert watch's lines start with, so that the app shows them after the modal closed.
+REVERT_WATCH = "revert watch: "
+#: The revert watches running after their action's result was shown (a reference keeps each).
+_WATCHES: set[asyncio.Task[None]] = set()
+
+
+def hand_off_revert_watch(remediator: Remediator, progress: Progress) -> bool:
+    """Run the remediator's armed revert watch as a task of its own, which then closes the
+    remediator: the result is shown at once, the watch's lines arrive later (REVERT_WATCH).
+    False when no watch is armed (the caller closes the remediator)."""
+    if getattr(remediator, "revert_watch", None) is None:  # none armed (or a test's stand-in)
+        return False
+
+    async def watch_then_close() -> None:
+        from oncall.remediation.revert_watch import watch_and_record
+
+        try:
+            await watch_and_record(remediator, lambda line: progress(REVERT_WATCH + line))
+        finally:
+            await remediator.__aexit__(None, None, None)
+
+    task = asyncio.ensure_future(watch_then_close())
+    _WATCHES.add(task)
+    task.add_done_callback(_WATCHES.discard)
+    return True
 
 
 def _still_firing(alert: AlertContext) -> Callable[[], Awaitable[bool]]:

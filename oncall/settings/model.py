@@ -275,6 +275,22 @@ class GuardsSettings(Section):
             "empty: kubernetes.namespace only."
         ),
     )
+    managed_workloads: Literal["warn", "refuse"] = Field(
+        "warn",
+        description=(
+            "A patch to a Deployment that an operator, Helm release, Argo CD or Flux re-applies: "
+            "warn (the preview says it will be reverted and where to change it) or refuse."
+        ),
+    )
+    revert_watch: Duration = Field(
+        300.0,
+        ge=0,
+        le=3600,
+        description=(
+            "After a verified change to a managed Deployment, how long to keep watching for "
+            "its revert (recorded as `reverted`); 0: off."
+        ),
+    )
     approval_redis_url: RedisUrl | None = Field(
         None,
         description=(

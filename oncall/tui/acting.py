@@ -18,7 +18,12 @@ from textual.worker import WorkerState
 from oncall.errors import OncallError
 from oncall.model.checklist_events import Proposal, StepResult
 from oncall.model.write_path import Preview, RemediationResult
-from oncall.service.remediation import AlertContext, RemediationRequest, RemediationRunner
+from oncall.service.remediation import (
+    REVERT_WATCH,
+    AlertContext,
+    RemediationRequest,
+    RemediationRunner,
+)
 from oncall.tui.confirm import RESULT_LOOK, ConfirmScreen
 
 #: The worker group of remediations: one at a time, app-wide.
@@ -75,8 +80,13 @@ async def act_with_modal(
         return answer
 
     def progress(line: str) -> None:
-        if modal is not None:
+        if modal is not None and (modal.is_attached or not line.startswith(REVERT_WATCH)):
             modal.post_message(ConfirmScreen.Progress(line))
+        elif line.startswith(REVERT_WATCH):
+            # The revert watch runs on after the result; once its modal is gone, say it here.
+            reverted = "REVERTED" in line
+            app.notify(line, severity="error" if reverted else "information", timeout=30)
+            say(line)
 
     try:
         result = await runner.run(RemediationRequest(proposal, alert, evidence), confirm, progress)

@@ -37,6 +37,7 @@ TRANSITION_COLOUR = {
     "refused": "warning",
     "declined": "warning",
     "rolled_back": "warning",
+    "reverted": "error",
 }
 
 

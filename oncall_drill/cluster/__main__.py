@@ -28,6 +28,7 @@ from oncall_drill.gpu_sim.podresources import kube_pod_claims
 from oncall_drill.gpu_sim.server import Exporter
 from oncall_drill.gpu_sim.server import build_app as gpu_exporter_app
 from oncall_drill.kube_sim import KubeSim, default_objects, fleet, serve, write_kubeconfig
+from oncall_drill.kube_sim.operator import SimOperator
 from oncall_drill.kube_sim.store import seed_names
 from oncall_drill.kube_sim.tls import make_certificate, server_context
 from oncall_drill.netutil import LOOPBACK
@@ -63,6 +64,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--fleet",
         action="store_true",
         help="5,000 pods over 50 nodes (400 GPUs) and 20 Deployments (kube_sim/fleet.py)",
+    )
+    parser.add_argument(
+        "--managed",
+        action="store_true",
+        help="the vllm Deployment owned by a simulated VLLMRuntime operator (kube_sim/operator.py)",
+    )
+    parser.add_argument(
+        "--operator-delay", type=float, default=30.0, help="seconds before the operator reverts"
     )
     return parser.parse_args(argv)
 
@@ -153,6 +162,10 @@ async def amain(args: argparse.Namespace) -> int:
         scale_route(sim, NAMESPACE, "vllm", args.replicas),
     ]
     runners = [await serve(sim, args.api_port, tls=tls, routes=routes)]
+    operator = None
+    if args.managed:  # after serve: the operator's timers live on this loop
+        operator = SimOperator(sim.store, sim.events, NAMESPACE, "vllm", delay=args.operator_delay)
+        operator.start()
     runners.append(await _site(ServiceProxy(sim, NAMESPACE, SELECTOR).app(), args.service_port))
     ksm = metrics_app(sim, NAMESPACE, selector=SELECTOR if args.fleet else "", fleet=args.fleet)
     runners.append(await _site(ksm, args.metrics_port))
@@ -172,6 +185,8 @@ async def amain(args: argparse.Namespace) -> int:
     finally:
         await keeper
         await compactor
+        if operator is not None:
+            operator.stop()
         for runner in reversed(runners):
             await runner.cleanup()
         await hook.stop_all()
