@@ -24,14 +24,9 @@ from oncall.backends import from_settings
 from oncall.backends.incidents import IncidentStore
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError, OncallError, UsageError
-from oncall.incidents.audit_events import GRACE_S, audit_events, unvouched
-from oncall.incidents.postmortem import Chain, Draft, Signal
-from oncall.incidents.timeline import (
-    alert_transitions,
-    closing_event,
-    history_gaps,
-    verdict_events,
-)
+from oncall.incidents.assemble import Read, draft_of
+from oncall.incidents.audit_events import GRACE_S
+from oncall.incidents.postmortem import Draft, Signal
 from oncall.model.incidents import Incident
 from oncall.model.metrics import Series
 from oncall.model.verdicts import Verdict
@@ -146,22 +141,12 @@ class IncidentView:
             signals = await self._signals(prom, incident, window, gaps)
         finally:
             await prom.aclose()
-        transitions, known = alert_transitions(series, incident.members, step=step, end=end)
-        events = [*transitions, *history_gaps(incident, known, series, queried_from=start)]
         verdicts = await self._verdicts(settings, incident, end, gaps)
-        events += verdict_events(verdicts)
         lines, report, problem = await self._audit(settings)
-        bad = unvouched(lines, report)
-        events += audit_events(lines, incident, bad, now=now)
-        closing = closing_event(incident)
-        if closing is not None:
-            events.append(closing)
-        cited = {e.seq for e in events if e.source == "audit" and e.seq is not None}
-        chain = _chain(report, problem, sorted(
-            (e.seq, e.record) for e in events if e.seq in bad and e.seq in cited and e.seq
+        return draft_of(Read(
+            incident, start, end, step, now, alerts=series, signals=signals, verdicts=verdicts,
+            lines=lines, report=report, audit_problem=problem, gaps=gaps,
         ))  # fmt: skip
-        return Draft(incident, tuple(events), tuple(verdicts), chain, tuple(signals),
-                     tuple(gaps), now)  # fmt: skip
 
     async def _alerts_series(
         self, prom: PrometheusClient, incident: Incident, window: _Window, gaps: list[str]
@@ -241,17 +226,3 @@ class IncidentView:
         except OncallError as exc:
             return [], None, str(exc)
         return lines, report, None
-
-
-def _chain(
-    report: VerifyReport | None, problem: str | None, unvouched: list[tuple[int, str]]
-) -> Chain:
-    if report is None:
-        return Chain("unavailable", note=problem or "no audit log", unvouched=tuple(unvouched))
-    if not report.ok:
-        return Chain("failed", report.count, tuple(report.problems), tuple(unvouched),
-                     report.anchor)  # fmt: skip
-    if report.incomplete_check is not None:
-        return Chain("local-only", report.count, (), tuple(unvouched),
-                     note=report.incomplete_check)  # fmt: skip
-    return Chain("intact", report.count, (), tuple(unvouched), report.anchor)
