@@ -67,7 +67,8 @@ def unvouched(lines: Sequence[LogLine], report: VerifyReport | None) -> set[int]
     bad = {item.seq for item in report.breaks if item.seq is not None}
     bad_lines = {item.line for item in report.breaks if item.line is not None}
     records = [line for line in lines if line.record is not None]
-    for line, after in zip(records, [*records[1:], None], strict=True):
+    nexts: list[LogLine | None] = [*records[1:], None]
+    for line, after in zip(records, nexts[: len(records)], strict=True):
         record = line.record
         assert record is not None
         seq = record.get("seq")

@@ -117,3 +117,13 @@ def test_sparkline_draws_the_shape() -> None:
     assert sparkline([0.0, 1.0, 2.0, 3.0]) == "▁▃▆█"
     assert sparkline([]) == "" and sparkline([float("nan")]) == ""
     assert len(sparkline([float(i) for i in range(100)], width=40)) == 40
+
+
+def test_an_empty_audit_log_is_intact_and_cites_nothing(tmp_path: Path) -> None:
+    from oncall.audit.log import AuditLog
+
+    read, _ = read_of(tmp_path)
+    empty = AuditLog(tmp_path / "none.jsonl")
+    new = read.__class__(**{**read.__dict__, "lines": [], "report": empty.verify()})
+    text = markdown(draft_of(new))
+    assert "- Verified: 0 records, chain intact" in text and "[record" not in text
