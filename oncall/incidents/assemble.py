@@ -57,7 +57,7 @@ def chain_of(
 def draft_of(read: Read) -> Draft:
     incident = read.incident
     transitions, known = alert_transitions(
-        read.alerts, incident.members, step=read.step, end=read.end
+        read.alerts, incident.members, step=read.step, end=read.end, closed_at=incident.closed_at
     )
     events = [*transitions, *history_gaps(incident, known, read.alerts, queried_from=read.start)]
     events += verdict_events(read.verdicts)

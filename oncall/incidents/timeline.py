@@ -80,7 +80,12 @@ def _describe(member: Member) -> str:
 
 
 def alert_transitions(
-    series: Sequence[Series], members: Sequence[Member], *, step: float, end: float
+    series: Sequence[Series],
+    members: Sequence[Member],
+    *,
+    step: float,
+    end: float,
+    closed_at: float | None = None,
 ) -> tuple[list[Event], set[str]]:
     """Every pending, firing and resolved transition of the members in `ALERTS` range series
     (queried at `step` up to `end`), and the keys of the members Prometheus had history of.
@@ -114,9 +119,10 @@ def alert_transitions(
         # Resolved: the last period (pending or firing) stopped before the window's end.
         final = max(last for _, last, _ in runs)
         if final < end - step * 1.5:
-            events.append(
-                Event(final + step, "resolved", f"{what} resolved", member.alert, "prometheus")
-            )
+            # Between its last sample and the next evaluation: said as the next, yet never
+            # after the incident closed (it closed because this had resolved).
+            at = final + step if closed_at is None else min(final + step, closed_at)
+            events.append(Event(at, "resolved", f"{what} resolved", member.alert, "prometheus"))
     return events, set(periods)
 
 
