@@ -16,7 +16,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from oncall.audit.chain import VerifyReport
 from oncall.audit.records import NOTE_ACTION, Record, new_action_id
@@ -26,13 +26,25 @@ from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError, OncallError, UsageError
 from oncall.incidents.assemble import Read, draft_of
 from oncall.incidents.audit_events import GRACE_S
-from oncall.incidents.postmortem import Draft, Signal
+from oncall.incidents.postmortem import NOT_VOUCHED, Draft, Signal
+from oncall.incidents.timeline import iso, ordered
 from oncall.model.incidents import Incident
 from oncall.model.metrics import Series
 from oncall.model.verdicts import Verdict
 from oncall.redaction import redact
 from oncall.service.audit_view import LiveAudit
 from oncall.settings import Settings
+
+__all__ = ["NOT_VOUCHED", "Draft", "IncidentSource", "IncidentView", "iso", "ordered"]
+
+
+class IncidentSource(Protocol):
+    """What the incidents and timeline screens read (`IncidentView`; tests hand in their own)."""
+
+    async def recent(self, *, limit: int = 200) -> list[Incident]: ...
+
+    async def draft(self, incident: Incident) -> Draft: ...
+
 
 #: The longest note: a paragraph, not a log dump.
 NOTE_MAX_CHARS = 2000
