@@ -118,3 +118,19 @@ def test_prometheus_unreachable_leaves_a_named_gap(
     assert export.code == 3, export.stderr
     assert "**Incomplete:** Prometheus' ALERTS history could not be read" in export.stdout
     assert "- Status: ongoing (still open)" in export.stdout
+
+
+def test_a_note_is_copied_to_the_team_stream_and_verify_says_ok(
+    env: list[str], redis_srv: RunningServer
+) -> None:
+    one = incident(time.time())
+    put(redis_srv.url, one)
+    anchored = [*env, "--set", "audit.redis_stream=oncall:test-notes"]
+    noted = oncall(anchored, "note", one.id, "paged the vLLM owners")
+    assert noted.code == 0 and noted.stderr == "", noted.stderr
+    assert redis.Redis.from_url(redis_srv.url).xlen("oncall:test-notes") == 1
+    verify = oncall(anchored, "audit", "verify")
+    assert verify.code == 0 and verify.stdout.startswith("OK: 1 record, chain intact"), verify
+    export = oncall(anchored, "incident", "export", one.id, "-o", "json")
+    chain = json.loads(export.stdout)["chain"]
+    assert export.code == 0 and chain["status"] == "intact" and chain["count"] == 1
