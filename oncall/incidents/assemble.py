@@ -12,6 +12,7 @@ from oncall.audit.log import LogLine
 from oncall.incidents.audit_events import audit_events, unvouched
 from oncall.incidents.postmortem import Chain, Draft, Signal
 from oncall.incidents.timeline import (
+    Event,
     alert_transitions,
     closing_event,
     history_gaps,
@@ -54,6 +55,18 @@ def chain_of(
     return Chain("intact", report.count, (), tuple(bad), report.anchor)
 
 
+def peak_event(signal: Signal) -> Event | None:
+    """The chart's key value on the timeline: when the alert's value was at its worst."""
+    if signal.worst_at is None or signal.worst is None:
+        return None
+    limit = ""
+    if signal.threshold is not None:
+        limit = f" (threshold {signal.threshold[0]} {signal.threshold[1]:g})"
+    word = "lowest" if signal.low_is_bad else "peak"
+    return Event(signal.worst_at, "chart", f"{signal.alert} {word}: {signal.worst:.4g}{limit}",
+                 signal.alert, "prometheus")  # fmt: skip
+
+
 def draft_of(read: Read) -> Draft:
     incident = read.incident
     transitions, known = alert_transitions(
@@ -61,6 +74,7 @@ def draft_of(read: Read) -> Draft:
     )
     events = [*transitions, *history_gaps(incident, known, read.alerts, queried_from=read.start)]
     events += verdict_events(read.verdicts)
+    events += [peak for signal in read.signals if (peak := peak_event(signal)) is not None]
     bad = unvouched(read.lines, read.report)
     events += audit_events(read.lines, incident, bad, now=read.now)
     closing = closing_event(incident)

@@ -32,6 +32,7 @@ class Signal:
     expr: str
     points: tuple[float, ...]
     threshold: tuple[str, float] | None = None  # (">", 0.9) from the rule's comparison
+    worst_at: float | None = None  # when the worst value was seen (epoch s)
 
     @property
     def low_is_bad(self) -> bool:

@@ -20,8 +20,8 @@ from oncall.model.verdicts import Verdict, failing_steps, verdict_findings
 
 #: Event kinds in the order they sort at the same second: a transition before what it caused.
 KINDS = (
-    "history", "pending", "firing", "verdict", "check", "note", "ack", "silence", "action",
-    "resolved", "closed",
+    "history", "pending", "firing", "verdict", "check", "chart", "note", "ack", "silence",
+    "action", "resolved", "closed",
 )  # fmt: skip
 #: Labels of an `ALERTS` series that are not the alert instance's own.
 _ALERTS_ONLY = frozenset({"__name__", "alertstate"})

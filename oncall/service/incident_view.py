@@ -66,13 +66,20 @@ def _step(span: float) -> float:
     return max(1.0, float(math.ceil(span / MAX_POINTS)))
 
 
-def _worst(series: list[Series], low: bool) -> tuple[float, ...]:
+def _worst(series: list[Series], low: bool) -> tuple[tuple[float, ...], float | None]:
+    """The worst value across series at each timestamp (the highest, or the lowest when low
+    is bad), and when the worst of them was."""
     pick = min if low else max
     points: dict[float, float] = {}
     for one in series:
         for ts, value in one.points:
-            points[ts] = pick(value, points.get(ts, value))
-    return tuple(v for _, v in sorted(points.items()))
+            if not math.isnan(value):
+                points[ts] = pick(value, points.get(ts, value))
+    ordered_points = sorted(points.items())
+    if not ordered_points:
+        return (), None
+    at, _ = pick(ordered_points, key=lambda item: item[1])
+    return tuple(v for _, v in ordered_points), at
 
 
 class IncidentView:
@@ -204,7 +211,8 @@ class IncidentView:
                 gaps.append(f"the values of {name} could not be read ({exc})")
                 continue
             low = threshold is not None and threshold[0] in ("<", "<=")
-            signals.append(Signal(name, expr, _worst(series, low), threshold))
+            values, worst_at = _worst(series, low)
+            signals.append(Signal(name, expr, values, threshold, worst_at))
         return signals
 
     async def _verdicts(

@@ -97,7 +97,7 @@ def read_of(tmp: Path, *, closed: bool = True, alerts: bool = True) -> tuple[Rea
         inc, start=now - 900, end=now + 160 if closed else now, step=10.0, now=now,
         alerts=alerts_series(now) if alerts else [],
         signals=[Signal("LLMHighP99Latency", "histogram_quantile(0.99, x)",
-                        (0.8, 1.1, 2.5, 3.0, 1.0), (">", 1.2))],
+                        (0.8, 1.1, 2.5, 3.0, 1.0), (">", 1.2), now - 200)],
         verdicts=[verdict(now)], lines=list(log.lines()), report=log.verify(),
     )  # fmt: skip
     return read, log
