@@ -46,6 +46,7 @@ TRANSITIONS = (
     # A verified change undone afterwards by what owns the target (an operator's reconcile,
     # Helm, Argo CD, Flux): seen by the revert watch (oncall/remediation/revert_watch.py).
     "reverted",
+    "noted",
 )
 #: A reviewer's sign-off on a scar in the chain (`oncall audit acknowledge`): not a remediation,
 #: so it has an action of its own, allowed only with the `acknowledged` transition.
@@ -53,6 +54,9 @@ REVIEW_ACTION = "audit-review"
 #: An approver refused for an id that names no pending request (unknown, expired): there is no
 #: action to name, and the attempt is still recorded (issue 29, item 5). Only with `refused`.
 UNKNOWN_APPROVAL = "approval-of-unknown"
+#: A person's note on an incident (`oncall note INCIDENT TEXT`): no remediation either, so an
+#: action of its own, allowed only with the `noted` transition (docs/architecture.md §3).
+NOTE_ACTION = "incident-note"
 OUTCOMES = ("succeeded", "failed")
 
 # The order fields are written in; the hash does not depend on it (canonical JSON sorts keys).
@@ -238,12 +242,18 @@ def check_fields(fields: Mapping[str, Any]) -> None:
     if fields.get("transition") not in TRANSITIONS:
         problems.append(f"transition must be one of {', '.join(TRANSITIONS)}")
     review = fields.get("transition") == "acknowledged"
+    note = fields.get("transition") == "noted"
+    if (fields.get("action") == NOTE_ACTION) != note:
+        problems.append(f"{NOTE_ACTION} goes with the noted transition, and only it")
     unknown_approval = (
         fields.get("action") == UNKNOWN_APPROVAL and fields.get("transition") == "refused"
     )
     # ACTION_PARAMS, read now: the registry's names, an action registered after import too.
     if (fields.get("action") == REVIEW_ACTION) != review or (
-        not review and not unknown_approval and fields.get("action") not in ACTION_PARAMS
+        not review
+        and not note
+        and not unknown_approval
+        and fields.get("action") not in ACTION_PARAMS
     ):
         problems.append(
             f"action must be one of {', '.join(ACTION_PARAMS)} ({REVIEW_ACTION} with acknowledged)"

@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         ack_cmd,
         audit_cmd,
         drill_cmd,
+        incident_cmd,
         remediate_cmd,
         rules_cmd,
         runbook_cmd,
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     drill_cmd.register(commands, _global_options)
     rules_cmd.register(commands, _global_options)
     serve_cmd.register(commands, _global_options)
+    incident_cmd.register(commands, _global_options)
     return parser
 
 

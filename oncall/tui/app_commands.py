@@ -1,5 +1,5 @@
 """What the app does for the person at the keyboard beyond the board: help, the `:` prompt and
-its commands (`:alerts`, `:audit`, `:context NAME`), and the `keys` setting.
+its commands (`:alerts`, `:audit`, `:incidents`, `:context NAME`), and the `keys` setting.
 
 `OncallApp` (oncall.tui.app) is built on `ScreenActions`; these need only the settings, the
 board, the clock and the audit source, and import the screens they open when first opened
@@ -19,6 +19,7 @@ from oncall.tui.board import BoardScreen
 
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditSource
+    from oncall.service.incident_view import IncidentSource
 
 
 class ScreenActions(App[None]):
@@ -29,6 +30,8 @@ class ScreenActions(App[None]):
     clock: Callable[[], float]
     keymap: dict[str, str]
     _audit_source: AuditSource | None
+    #: The incidents' reader (`IncidentView`), made on the first `:incidents`; tests set it.
+    _incident_source: IncidentSource | None = None
 
     @property
     def audit_source(self) -> AuditSource:
@@ -37,6 +40,14 @@ class ScreenActions(App[None]):
 
             self._audit_source = LiveAudit(self.settings)
         return self._audit_source
+
+    @property
+    def incident_source(self) -> IncidentSource:
+        if self._incident_source is None:
+            from oncall.service.incident_view import IncidentView
+
+            self._incident_source = IncidentView(self.settings)
+        return self._incident_source
 
     def action_help(self) -> None:
         from oncall.tui.help import HelpScreen
@@ -111,6 +122,13 @@ class ScreenActions(App[None]):
 
         self.action_show_alerts()
         self.push_screen(AuditScreen(self.settings, self.audit_source, self.clock))
+
+    def action_show_incidents(self) -> None:
+        """`:incidents` — the team's incidents over the board; enter opens a timeline."""
+        from oncall.tui.incidents_screen import IncidentsScreen
+
+        self.action_show_alerts()
+        self.push_screen(IncidentsScreen(self.settings, self.incident_source))
 
     def action_show_context(self) -> None:
         from oncall.tui.commands import ContextScreen

@@ -52,11 +52,13 @@ COMMANDS = (
         "This environment: name, production, Prometheus, Kubernetes",
         "show_context",
     ),
+    Command("incidents", "The team's incidents; enter opens one's timeline", "show_incidents"),
     Command("help", "The keys of this screen and their binding ids", "help"),
     Command("q", "Quit oncall", "quit"),
 )
 #: Other spellings a k9s or vim hand types without thinking.
-ALIASES = {"alert": "alerts", "board": "alerts", "ctx": "context", "quit": "q", "q!": "q"}
+ALIASES = {"alert": "alerts", "board": "alerts", "ctx": "context", "quit": "q", "q!": "q",
+           "incident": "incidents"}  # fmt: skip
 
 
 #: The commands that take an argument (`:context eu`); any other typed with one is unknown.

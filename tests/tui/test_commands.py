@@ -88,7 +88,8 @@ async def test_an_unknown_command_says_so_and_changes_nothing() -> None:
         await command(pilot, "pods")
         await until(pilot, lambda: bool(notes(app)), "a notification")
         assert app.screen is app.board
-        assert notes(app) == ["unknown command :pods — try :alerts :audit :context :help :q"]
+        hint = "try :alerts :audit :context :incidents :help :q"
+        assert notes(app) == [f"unknown command :pods — {hint}"]
 
 
 async def test_esc_cancels_the_command_line() -> None:

@@ -1,0 +1,118 @@
+"""An incident's timeline: its alerts' transitions, the at-firing verdicts, notes, acks,
+silences and actions with their audit record ids, and the audit chain's verdict on them.
+
+Opened from `:incidents` with enter. What it shows is the postmortem draft's timeline
+(`oncall incident show ID` prints the same); a record the chain's verification cannot vouch
+for is marked ⚠. `r` reads again, esc goes back to the list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import Worker
+
+from oncall.model.incidents import Incident
+from oncall.service.incident_view import Draft, IncidentSource, iso, ordered
+from oncall.settings import Settings
+from oncall.tui.banner import banners
+from oncall.tui.tables import new_table
+from oncall.tui.terminal_safe import safe_text
+from oncall.tui.workers import describe
+
+COLUMNS = (("time", "TIME (UTC)"), ("kind", "WHAT"), ("text", "EVENT"), ("record", "RECORD"))
+_CHAIN = {
+    "intact": "✓ audit chain intact",
+    "local-only": "✓ local audit chain intact, not anchored",
+    "failed": "✗ audit chain FAILED verification: records marked ⚠ are not vouched for",
+    "unavailable": "? audit log not verified",
+}
+
+
+@dataclass
+class TimelineRead(Message):
+    draft: Draft | None
+    error: str | None = None
+
+
+class TimelineScreen(Screen[None]):
+    """One incident's timeline, oldest first."""
+
+    HELP_TITLE: ClassVar[str] = "timeline"
+
+    DEFAULT_CSS = """
+    #timeline-meta, #timeline-chain {
+        height: auto;
+        max-height: 3;
+        padding: 0 1;
+    }
+    #timeline-events {
+        height: 1fr;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "reload", "Reload", id="timeline.reload"),
+        Binding("escape", "back", "Back", id="timeline.back"),
+    ]
+
+    def __init__(self, settings: Settings, source: IncidentSource, incident: Incident) -> None:
+        super().__init__()
+        self.settings = settings
+        self.source = source
+        self.incident = incident
+        self.draft: Draft | None = None
+        self.error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield from banners(self.settings)
+        closed = self.incident.closed_at
+        state = "ongoing" if closed is None else f"closed {iso(closed)}"
+        meta = f"{self.incident.id} · {state} · {self.incident.explanation}"
+        yield Static(safe_text(meta), id="timeline-meta", markup=False)
+        yield new_table("timeline-events", COLUMNS)
+        yield Static("… reading the timeline", id="timeline-chain", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#timeline-events", DataTable).focus()
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        async def work() -> None:
+            try:
+                draft = await self.source.draft(self.incident)
+            except Exception as exc:  # shown on the screen, never fatal
+                self.post_message(TimelineRead(None, describe(exc)))
+            else:
+                self.post_message(TimelineRead(draft))
+
+        _worker: Worker[None] = self.run_worker(
+            work, name="timeline", group="timeline", exclusive=True, exit_on_error=False
+        )
+
+    def on_timeline_read(self, message: TimelineRead) -> None:
+        self.draft, self.error = message.draft, message.error
+        table: DataTable[Text] = self.query_one("#timeline-events", DataTable)
+        table.clear()
+        chain = self.query_one("#timeline-chain", Static)
+        if self.draft is None:
+            chain.update(f"cannot read the timeline: {self.error}")
+            return
+        for n, event in enumerate(ordered(self.draft.events)):
+            record = event.record + (" ⚠" if event.vouched is False else "")
+            cells = (iso(event.ts)[11:19], event.kind, event.text, record)
+            table.add_row(*(Text(safe_text(c)) for c in cells), key=str(n))
+        lines = [_CHAIN.get(self.draft.chain.status, self.draft.chain.status)]
+        lines += [f"incomplete: {gap}" for gap in self.draft.gaps]
+        chain.update(safe_text("\n".join(lines)))
+
+    def action_back(self) -> None:
+        self.dismiss()
