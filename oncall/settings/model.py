@@ -275,6 +275,13 @@ class GuardsSettings(Section):
             "empty: kubernetes.namespace only."
         ),
     )
+    scale_with_hpa: Literal["refuse", "raise-min"] = Field(
+        "refuse",
+        description=(
+            "When a HorizontalPodAutoscaler scales the Deployment scale-deployment targets: "
+            "refuse, or raise-min (scale up by raising the HPA's minReplicas, never fighting it)."
+        ),
+    )
     approval_redis_url: RedisUrl | None = Field(
         None,
         description=(
