@@ -130,7 +130,8 @@ async def test_raise_min_scales_through_the_hpa(drill: Cluster) -> None:
         assert verdicts(p)["hpa"][0], verdicts(p)
         assert (p.target.kind, p.target.name) == ("HorizontalPodAutoscaler", "vllm")
         assert p.workload is not None and p.workload.kind == "Deployment"
-        assert p.request["path"] == "/apis/autoscaling/v2/namespaces/ai/horizontalpodautoscalers/vllm"
+        path = "/apis/autoscaling/v2/namespaces/ai/horizontalpodautoscalers/vllm"
+        assert p.request["path"] == path
         assert p.request["body"][-1] == {"op": "replace", "path": "/spec/minReplicas", "value": 3}
         ok, seen = await run(c, p)
         assert ok, seen
