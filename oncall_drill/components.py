@@ -103,8 +103,10 @@ def cluster_argv(
     *,
     name_seed: int | None = None,
     fleet: bool = False,
+    ready_delay: float | None = None,
 ) -> list[str]:
     seed = [] if name_seed is None else ["--name-seed", str(name_seed)]
+    ready = [] if ready_delay is None else ["--ready-delay", f"{ready_delay:g}"]
     return [
         *PY, "oncall_drill.cluster",
         "--api-port", str(ports.cluster_api),
@@ -118,6 +120,7 @@ def cluster_argv(
         "--replicas", str(replicas),
         "--dcgm-layout", (layout or Layout()).text(),
         *seed,
+        *ready,
         *(["--fleet"] if fleet else []),
     ]  # fmt: skip
 
