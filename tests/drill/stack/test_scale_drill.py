@@ -100,7 +100,7 @@ def test_an_hpa_is_followed_as_the_policy_says(restored: Drill, tmp_path: Path) 
     from kubernetes import client
 
     drill, audit = restored, tmp_path / "audit.jsonl"
-    hpa = {
+    hpa: Any = {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": "vllm", "namespace": NS},
