@@ -73,7 +73,7 @@ async def test_up_without_a_free_gpu_is_refused_with_the_reason(drill: Cluster) 
         p = await plan(c, 5)
     ok, reason = verdicts(p)["node-fit"]
     assert not ok
-    assert reason == "refuse: no node has 1 free nvidia.com/gpu: 0 of 4 free on 1 node"
+    assert reason == "no node has 1 free nvidia.com/gpu: 0 of 4 free on 1 node"
 
 
 async def test_the_fit_is_checked_again_before_the_write(drill: Cluster) -> None:
@@ -116,7 +116,7 @@ async def test_an_hpa_refuses_by_default_and_is_named(drill: Cluster) -> None:
     ok, reason = verdicts(p)["hpa"]
     assert not ok
     assert reason.startswith(
-        "refuse: HorizontalPodAutoscaler ai/vllm scales this Deployment (minReplicas 2, "
+        "HorizontalPodAutoscaler ai/vllm scales this Deployment (minReplicas 2, "
         "maxReplicas 4); guards.scale_with_hpa is refuse"
     )
     assert p.target.kind == "Deployment"

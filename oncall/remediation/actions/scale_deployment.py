@@ -248,8 +248,7 @@ async def _fit_verdict(kube: KubeWriter, deployment: Obj, added: int) -> GuardVe
         "pending": [p["metadata"].get("name") for p in waiting],
     }
     also = f" ({len(waiting)} of them Pending already)" if waiting else ""
-    reason = f"{fit.reason}{also}" if fit.fits else f"refuse: {fit.reason}{also}"
-    return GuardVerdict(FIT, fit.fits, reason, detail)
+    return GuardVerdict(FIT, fit.fits, f"{fit.reason}{also}", detail)
 
 
 def _hpa_for(hpas: list[Obj], deployment: str) -> Obj | None:
@@ -276,7 +275,7 @@ def _hpa_verdict(
                               "min_replicas": low, "max_replicas": high}  # fmt: skip
 
     def refuse(why: str) -> tuple[GuardVerdict, None]:
-        return GuardVerdict(HPA, False, f"refuse: {describe}; {why}", detail), None
+        return GuardVerdict(HPA, False, f"{describe}; {why}", detail), None
 
     if wanted < current:
         return refuse("lower its minReplicas/maxReplicas where it is defined, not the Deployment")
