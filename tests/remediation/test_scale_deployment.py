@@ -17,7 +17,7 @@ from oncall.remediation.actions.scale_deployment import ACTION
 from oncall.remediation.clients import Clients
 from oncall.settings import Settings
 from oncall.settings.model import GuardsSettings, KubernetesSettings
-from tests.drill.kube.conftest import NS, Cluster
+from tests.drill.kube.conftest import NS, Cluster, wait_until
 from tests.drill.kube.test_kube_hpa import autoscaling, hpa
 
 
@@ -74,6 +74,27 @@ async def test_up_without_a_free_gpu_is_refused_with_the_reason(drill: Cluster) 
     ok, reason = verdicts(p)["node-fit"]
     assert not ok
     assert reason == "no node has 1 free nvidia.com/gpu: 0 of 4 free on 1 node"
+
+
+async def test_pods_already_pending_are_counted(drill: Cluster) -> None:
+    drill.ready_pods(2)
+    async with clients(drill) as c:
+        ops = [{"op": "replace", "path": "/spec/replicas", "value": 5}]  # 4 GPUs: one Pending
+        await (await c.kube_writer()).patch_deployment_json(NS, "vllm", ops, dry_run=False)
+
+        def placed() -> list[Any] | None:
+            pods = drill.core().list_namespaced_pod(NS, label_selector="app=vllm").items
+            nodes = sorted(str(p.spec.node_name) for p in pods)
+            return nodes if nodes == ["None"] + ["gpu-node-1"] * 4 else None
+
+        wait_until("4 pods bound and 1 Pending", placed)
+        p = await plan(c, 6)
+    ok, reason = verdicts(p)["node-fit"]
+    assert not ok
+    assert reason.startswith(
+        "no node has 1 free nvidia.com/gpu: 0 of 4 free on 1 node; counting 1 pod(s) of it "
+        "Pending already (vllm-"
+    )
 
 
 async def test_the_fit_is_checked_again_before_the_write(drill: Cluster) -> None:

@@ -247,7 +247,8 @@ async def _fit_verdict(kube: KubeWriter, deployment: Obj, added: int) -> GuardVe
         "placed": list(fit.placed),
         "pending": [p["metadata"].get("name") for p in waiting],
     }
-    also = f" ({len(waiting)} of them Pending already)" if waiting else ""
+    names = ", ".join(str(n) for n in detail["pending"])
+    also = f"; counting {len(waiting)} pod(s) of it Pending already ({names})" if waiting else ""
     return GuardVerdict(FIT, fit.fits, f"{fit.reason}{also}", detail)
 
 
