@@ -13,7 +13,7 @@ import pytest
 from oncall.errors import BackendError
 from oncall.model.write_path import Plan
 from oncall.remediation.action import PlanError
-from oncall.remediation.actions.scale_deployment import ACTION
+from oncall.remediation.actions.scale_deployment import ACTION, _hpa_verdict
 from oncall.remediation.clients import Clients
 from oncall.settings import Settings
 from oncall.settings.model import GuardsSettings, KubernetesSettings
@@ -180,3 +180,33 @@ async def test_a_missing_deployment_is_the_servers_not_found(drill: Cluster) -> 
         with pytest.raises(BackendError) as err:
             await ACTION.plan(ACTION.params(deployment="nope", replicas=3), c)
     assert err.value.reason == "not found"
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"minReplicas": 2, "maxReplicas": "4"}, "its maxReplicas '4' is not a replica count"),
+        ({"minReplicas": 2}, "its maxReplicas None is not a replica count"),
+        ({"minReplicas": True, "maxReplicas": 4}, "its minReplicas True is not below 3"),
+        ({"minReplicas": 3, "maxReplicas": 4}, "its minReplicas 3 is not below 3"),
+        ({"minReplicas": 1, "maxReplicas": 2}, "3 is above its maxReplicas"),
+    ],
+)
+def test_a_hostile_or_odd_hpa_is_refused_with_its_value(spec: dict[str, Any], why: str) -> None:
+    hostile = {"metadata": {"name": "vllm", "namespace": NS}, "spec": spec}
+    made = Clients.from_settings(Settings(guards=GuardsSettings(scale_with_hpa="raise-min")))
+    verdict, ops = _hpa_verdict(hostile, 2, 3, made)
+    assert not verdict.ok and ops is None
+    assert why in verdict.reason
+
+
+def test_an_hpa_without_min_replicas_gets_one_added() -> None:
+    hpa_obj = {"metadata": {"name": "vllm", "namespace": NS}, "spec": {"maxReplicas": 4}}
+    made = Clients.from_settings(Settings(guards=GuardsSettings(scale_with_hpa="raise-min")))
+    verdict, ops = _hpa_verdict(hpa_obj, 1, 2, made)
+    assert verdict.ok, verdict.reason
+    assert "(minReplicas 1, maxReplicas 4)" in verdict.reason
+    assert ops == [
+        {"op": "test", "path": "/spec/maxReplicas", "value": 4},
+        {"op": "add", "path": "/spec/minReplicas", "value": 2},
+    ]

@@ -285,7 +285,9 @@ def _hpa_verdict(
             "guards.scale_with_hpa is refuse: raise its minReplicas where it is defined "
             "(or set guards.scale_with_hpa: raise-min)"
         )
-    if not isinstance(high, int) or isinstance(high, bool) or wanted > high:
+    if not isinstance(high, int) or isinstance(high, bool):
+        return refuse(f"its maxReplicas {high!r} is not a replica count")
+    if wanted > high:
         return refuse(f"{wanted} is above its maxReplicas: raise that where it is defined")
     if low is not None and (not isinstance(low, int) or isinstance(low, bool) or low >= wanted):
         return refuse(f"its minReplicas {low!r} is not below {wanted}: nothing to raise")
