@@ -4,13 +4,14 @@ cluster process, and the simulator holds a Running pod not Ready for that long."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from oncall_drill.cluster.__main__ import parse_args
-from oncall_drill.components import Ports, cluster_argv
+from oncall_drill.components import DrillError, Ports, cluster_argv
 from oncall_drill.kube_sim import KubeSim
-from oncall_drill.stack import DrillError, UpOptions, up
+from oncall_drill.stack import UpOptions, up
 from tests.drill.kube.conftest import NS, start_cluster, wait_until
 
 
@@ -37,7 +38,7 @@ def test_a_started_pod_is_running_but_not_ready_until_the_delay(tmp_path: Path) 
     try:
         core = cluster.core()
 
-        def running_pods() -> list[object] | None:
+        def running_pods() -> list[Any] | None:
             pods = core.list_namespaced_pod(NS, label_selector="app=vllm").items
             up_now = [p for p in pods if p.status.phase == "Running"]
             return up_now if len(up_now) == 2 else None
