@@ -104,8 +104,10 @@ def cluster_argv(
     name_seed: int | None = None,
     fleet: bool = False,
     operator_delay: float | None = None,
+    ready_delay: float | None = None,
 ) -> list[str]:
     seed = [] if name_seed is None else ["--name-seed", str(name_seed)]
+    ready = [] if ready_delay is None else ["--ready-delay", f"{ready_delay:g}"]
     managed = (
         [] if operator_delay is None else ["--managed", "--operator-delay", f"{operator_delay:g}"]
     )
@@ -122,6 +124,7 @@ def cluster_argv(
         "--replicas", str(replicas),
         "--dcgm-layout", (layout or Layout()).text(),
         *seed,
+        *ready,
         *(["--fleet"] if fleet else []),
         *managed,
     ]  # fmt: skip

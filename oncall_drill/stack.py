@@ -56,6 +56,9 @@ class UpOptions:
     #: patch of its args after operator_delay x for_scale seconds.
     managed: bool = False
     operator_delay: float = 60.0
+    #: Seconds from a pod's container start to Ready (a vLLM pod's weights and CUDA graphs:
+    #: minutes in production); None: the cluster's start delay.
+    ready_delay: float | None = None
 
 
 def _ports() -> Ports:
@@ -178,6 +181,8 @@ def up(options: UpOptions) -> DrillState:
         raise DrillError(f"a drill is already running in {directory}; `oncall drill down` first")
     if not 0 < options.for_scale <= 10:
         raise DrillError(f"--for-scale must be within (0, 10], got {options.for_scale:g}")
+    if options.ready_delay is not None and not 0 <= options.ready_delay <= 600:
+        raise DrillError(f"--ready-delay must be within [0, 600] s, got {options.ready_delay:g}")
     scenario = get_scenario(options.scenario) if options.scenario else None
     layout = c.dcgm_layout(options.dcgm_layout)
     for sub in ("logs", "targets", "rules"):
@@ -211,6 +216,7 @@ def up(options: UpOptions) -> DrillState:
             name_seed=options.name_seed,
             fleet=options.fleet,
             operator_delay=options.operator_delay * options.for_scale if options.managed else None,
+            ready_delay=options.ready_delay,
         )
         _start(state, "cluster", cluster, ports.cluster_api)
         _start(state, "gateway", c.gateway_argv(ports), ports.gateway)

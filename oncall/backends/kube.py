@@ -274,6 +274,10 @@ class KubeReader:
             field_selector=field_selector,
         )
 
+    async def list_all_pods(self) -> list[Obj]:
+        """`kubectl get pods -A -o json` → the items (what the node-fit check counts)."""
+        return await self._list(core(None, "pods"), "Pod")
+
     async def get_pod(self, namespace: str, name: str) -> Obj:
         """`kubectl get pod NAME -n NS -o json`; "not found" when there is none."""
         return await self._get_object(core(namespace, "pods", name), "Pod")
@@ -299,6 +303,11 @@ class KubeReader:
         """`kubectl get deployment NAME -n NS -o json`; "not found" when there is none."""
         path = apis("apps/v1", namespace, "deployments", name)
         return await self._get_object(path, "Deployment")
+
+    async def list_hpas(self, namespace: str) -> list[Obj]:
+        """`kubectl get hpa -n NS -o json` (autoscaling/v2) → the items."""
+        path = apis("autoscaling/v2", namespace, "horizontalpodautoscalers")
+        return await self._list(path, "HorizontalPodAutoscaler")
 
     async def list_prometheus_rules(
         self, namespace: str | None, label_selector: str | None = None

@@ -207,6 +207,19 @@ class KubeWriter(KubeReader, LeaseCalls):
                 raise self._error("invalid", f"{exc.detail} ({_PATCH_TEST_HINT})") from exc
             raise
 
+    async def patch_hpa_json(
+        self, namespace: str, name: str, ops: list[dict[str, Any]], *, dry_run: bool
+    ) -> Obj:
+        """`kubectl patch hpa NAME --type=json -p OPS [--dry-run=server]` (autoscaling/v2)."""
+        return await self._write(
+            "PATCH",
+            apis("autoscaling/v2", namespace, "horizontalpodautoscalers", name),
+            ops,
+            dry_run=dry_run,
+            content_type=JSON_PATCH,
+            field_manager=True,
+        )
+
     async def rollout_status(self, namespace: str, name: str) -> RolloutStatus:
         """`kubectl rollout status deployment NAME -n NS --watch=false`."""
         return rollout_status_of(await self.get_deployment(namespace, name))

@@ -56,6 +56,13 @@ def register(commands: Any, global_options: Any) -> None:
     )
     up.add_argument("--replicas", type=int, default=2, help="vLLM pods")
     up.add_argument(
+        "--ready-delay",
+        type=float,
+        metavar="SECONDS",
+        help="how long a started pod takes to become Ready (a vLLM pod loading its weights: "
+        "minutes in production; default: a fraction of a second)",
+    )
+    up.add_argument(
         "--contexts",
         type=int,
         default=0,
@@ -179,6 +186,7 @@ def run_up(args: argparse.Namespace) -> int:
         rules=tuple(args.rules),
         replicas=args.replicas,
         dcgm_layout=args.dcgm_layout,
+        ready_delay=args.ready_delay,
         fleet=args.fleet,
         managed=args.managed,
         operator_delay=args.operator_delay,

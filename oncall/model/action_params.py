@@ -103,6 +103,22 @@ class SetMaxNumSeqsParams(ActionParams):
     )
 
 
+class ScaleDeploymentParams(ActionParams):
+    """Set a Deployment's replicas: up (a node must take each new pod), or down by one."""
+
+    deployment: str = Field(
+        min_length=1, max_length=NAME_MAX, pattern=DNS_SUBDOMAIN,
+        description="A Deployment's name.",
+    )  # fmt: skip
+    replicas: int = Field(
+        ge=1, le=1000, description="New replica count: above the current one, or one below it."
+    )
+    namespace: str | None = Field(
+        None, min_length=1, max_length=LABEL_MAX, pattern=DNS_LABEL,
+        description="Namespace; default: kubernetes.namespace.",
+    )  # fmt: skip
+
+
 #: A silence's comment or an acknowledgement's note: one screen line's worth, at most.
 NOTE_MAX_CHARS = 500
 #: Characters a note may not hold: C0/C1 controls (escape sequences that would repaint another
@@ -165,6 +181,7 @@ ACTION_PARAMS: dict[str, type[ActionParams]] = {
     "rebuild-pod": RebuildPodParams,
     "set-degradation-level": SetDegradationLevelParams,
     "set-max-num-seqs": SetMaxNumSeqsParams,
+    "scale-deployment": ScaleDeploymentParams,
     "silence": SilenceParams,
     "silence-expire": SilenceExpireParams,
     "acknowledge": AcknowledgeParams,

@@ -291,6 +291,13 @@ class GuardsSettings(Section):
             "its revert (recorded as `reverted`); 0: off."
         ),
     )
+    scale_with_hpa: Literal["refuse", "raise-min"] = Field(
+        "refuse",
+        description=(
+            "When a HorizontalPodAutoscaler scales the Deployment scale-deployment targets: "
+            "refuse, or raise-min (scale up by raising the HPA's minReplicas, never fighting it)."
+        ),
+    )
     approval_redis_url: RedisUrl | None = Field(
         None,
         description=(

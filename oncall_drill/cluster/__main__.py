@@ -59,6 +59,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kv-capacity-tokens", type=int, default=12_000)
     parser.add_argument("--tokens-per-second", type=float, default=150.0)
     parser.add_argument("--start-delay", type=float, default=0.3)
+    parser.add_argument(
+        "--ready-delay",
+        type=float,
+        help="seconds from a container's start to Ready (vLLM: minutes); default: --start-delay",
+    )
     parser.add_argument("--dcgm-layout", type=Layout.parse, default=Layout(), help="layout.py")
     parser.add_argument(
         "--fleet",
@@ -103,7 +108,7 @@ def _cluster(args: argparse.Namespace, hook: VllmPodHook) -> KubeSim:
         for obj in objects:
             if obj["kind"] == "Deployment":
                 obj["spec"]["template"]["spec"]["containers"][0]["args"] = vllm_args
-    sim = KubeSim(objects, hook=hook, start_delay=args.start_delay)
+    sim = KubeSim(objects, hook=hook, start_delay=args.start_delay, ready_delay=args.ready_delay)
     if args.fleet:
         fleet.populate(sim.store)
     return sim

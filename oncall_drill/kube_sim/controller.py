@@ -13,6 +13,7 @@ import logging
 
 from oncall_drill.kube_sim.deployments import DeploymentController
 from oncall_drill.kube_sim.events import EventRecorder
+from oncall_drill.kube_sim.hpa import HpaController
 from oncall_drill.kube_sim.kubelet import Kubelet
 from oncall_drill.kube_sim.podhook import NoopPodHook, PodHook
 from oncall_drill.kube_sim.resources import EVENTS, ResourceType
@@ -38,6 +39,7 @@ class Controller:
             store, events, hook or NoopPodHook(), start_delay=start_delay, ready_delay=ready_delay
         )
         self.deployments = DeploymentController(store, events, self.kubelet)
+        self.hpas = HpaController(store, events)
         self._resync = resync
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -65,6 +67,7 @@ class Controller:
         await self.kubelet.shutdown()
 
     def reconcile(self) -> None:
+        self.hpas.reconcile()
         self.deployments.reconcile()
         self.kubelet.reconcile()
 

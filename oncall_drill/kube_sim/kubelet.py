@@ -1,10 +1,12 @@
 """The simulated scheduler + kubelet: places pods on nodes and runs them through the pod hook.
 
-Scheduling honours `nvidia.com/gpu` allocatable and NoSchedule taints (a surge pod with no spare
-GPU stays Pending with a `FailedScheduling` event on the pod worded as kube-scheduler words it:
-`fit_error.py`, as on a real GPU fleet). A scheduled pod goes Running after `start_delay`, then
-the hook's `started(pod)` runs, then Ready after `ready_delay`. Deletion is graceful: the pod gets
-a deletionTimestamp, the hook's `stopped(pod)` runs, then the pod leaves the store.
+Scheduling honours allocatable minus the requests of the pods on a node (`nvidia.com/gpu`,
+cpu, memory), taints and tolerations and nodeSelector (`scheduling.py`): a surge pod with no
+spare GPU stays Pending with a `FailedScheduling` event on the pod worded as kube-scheduler
+words it (`fit_error.py`, as on a real GPU fleet). A scheduled pod goes Running after
+`start_delay`, then the hook's `started(pod)` runs, then Ready after `ready_delay`. Deletion
+is graceful: the pod gets a deletionTimestamp, the hook's `stopped(pod)` runs, then the pod
+leaves the store.
 """
 
 from __future__ import annotations
@@ -14,62 +16,18 @@ import contextlib
 import copy
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from decimal import Decimal
 
-from oncall_drill.kube_sim import podstatus
+from oncall_drill.kube_sim import podstatus, scheduling
 from oncall_drill.kube_sim.events import EventRecorder
-from oncall_drill.kube_sim.fit_error import CORDONED, fit_error, untolerated_taint
+from oncall_drill.kube_sim.fit_error import fit_error
 from oncall_drill.kube_sim.podhook import PodHook
 from oncall_drill.kube_sim.resources import NODES, PODS
 from oncall_drill.kube_sim.store import Obj, Store, now_rfc3339
 
 log = logging.getLogger(__name__)
 
-GPU = "nvidia.com/gpu"
-INSUFFICIENT_GPU = f"Insufficient {GPU}"
 SHUTDOWN_TIMEOUT_S = 10.0
-
-
-def _quantity(value: Any) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
-
-
-def gpu_request(pod: Obj) -> int:
-    total = 0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        res = c.get("resources") or {}
-        total += _quantity(
-            (res.get("limits") or {}).get(GPU, (res.get("requests") or {}).get(GPU, 0))
-        )
-    return total
-
-
-def _unfit_reason(node: Obj) -> str:
-    """Why the scheduler's filters turn a pod away from this node (it fits nowhere): cordoned,
-    tainted (a NotReady node carries node.kubernetes.io/not-ready), else short of GPUs."""
-    spec = node.get("spec") or {}
-    if spec.get("unschedulable"):
-        return CORDONED
-    for taint in spec.get("taints") or []:
-        if taint.get("effect") == "NoSchedule":
-            return untolerated_taint(taint)
-    conditions = (node.get("status") or {}).get("conditions") or []
-    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
-        return untolerated_taint({"key": "node.kubernetes.io/not-ready"})
-    return INSUFFICIENT_GPU
-
-
-def _node_schedulable(node: Obj) -> bool:
-    spec = node.get("spec") or {}
-    if spec.get("unschedulable"):
-        return False
-    if any(t.get("effect") == "NoSchedule" for t in spec.get("taints") or []):
-        return False
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _node_ip(node: Obj) -> str:
@@ -100,6 +58,7 @@ class Kubelet:
         self._stops: dict[str, asyncio.Task[None]] = {}  # pod uid -> termination task
         self._hook_started: set[str] = set()  # uids whose hook.started ran without stopped
         self._next_ip = 10
+        self._requests: dict[str, dict[str, Decimal]] = {}  # pod uid -> its requests (immutable)
         self._seen = (-1, -1)  # the pods' and nodes' revisions the last reconcile pass saw
 
     @property
@@ -142,19 +101,13 @@ class Kubelet:
         return phase == "Pending" and not (uid in self._runs or uid in self._hook_started)
 
     def _schedule(self, pod: Obj) -> None:
-        nodes = self._store.list(NODES)
-        used: dict[str, int] = {}
-        for other in self._store.scan(PODS):
-            node = (other.get("spec") or {}).get("nodeName")
-            if node and (other.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                used[node] = used.get(node, 0) + gpu_request(other)
-        want = gpu_request(pod)
-        for node in nodes:
+        # The scheduler's filters and resource accounting: scheduling.py.
+        used = scheduling.requested_by_node(self._store.scan(PODS), self._requests)
+        reasons: list[str] = []
+        for node in self._store.list(NODES):
             name = node["metadata"]["name"]
-            allocatable = _quantity(
-                ((node.get("status") or {}).get("allocatable") or {}).get(GPU, 0)
-            )
-            if _node_schedulable(node) and (want == 0 or allocatable - used.get(name, 0) >= want):
+            reason = scheduling.unfit_reason(node, pod, used.get(name, {}))
+            if reason is None:
                 podstatus.mark_scheduled(pod, name)
                 stored = self._store.replace(PODS, pod)
                 ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -162,7 +115,9 @@ class Kubelet:
                     stored, "Scheduled", f"Successfully assigned {ns}/{pod_name} to {name}"
                 )
                 return
-        message = fit_error([_unfit_reason(n) for n in nodes], {INSUFFICIENT_GPU})
+            reasons.append(reason)
+        short = {r for r in reasons if r.startswith("Insufficient ")}
+        message = fit_error(reasons, short)
         before = [
             c
             for c in (pod.get("status") or {}).get("conditions") or []

@@ -124,6 +124,12 @@ PDBS = ResourceType(
     short_names=("pdb",),
 )  # fmt: skip
 
+#: autoscaling/v2 HPAs: seeded or created; oncall_drill/kube_sim/hpa.py keeps their bounds.
+HPAS = ResourceType(
+    "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True,
+    READ_VERBS | {"create", "update", "patch", "delete"}, short_names=("hpa",),
+)  # fmt: skip
+
 #: prometheus-operator's CRD (`kubectl get crd prometheusrules.monitoring.coreos.com`): its
 #: discovery entry as the apiserver serves a CRD (shortNames promrule). Read-only here.
 PROMETHEUSRULES = ResourceType(
@@ -147,6 +153,7 @@ ALL: tuple[ResourceType, ...] = (
     LEASES,
     PROMETHEUSRULES,
     PDBS,
+    HPAS,
 )
 BY_KIND: dict[str, ResourceType] = {rt.kind: rt for rt in ALL}
 

@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 from oncall_drill.kube_sim.errors import bad_request, invalid
-from oncall_drill.kube_sim.resources import DEPLOYMENTS, EVENTS, LEASES, ResourceType
+from oncall_drill.kube_sim.hpa import validate_hpa
+from oncall_drill.kube_sim.resources import DEPLOYMENTS, EVENTS, HPAS, LEASES, ResourceType
 from oncall_drill.kube_sim.selectors import labels_match, selector_from_label_selector
 from oncall_drill.kube_sim.store import Obj
 
@@ -54,6 +55,8 @@ def validate(rt: ResourceType, obj: Obj) -> None:
         _validate_lease(obj)
     elif rt is DEPLOYMENTS:
         _validate_deployment(rt, name, obj)
+    elif rt is HPAS:
+        validate_hpa(rt, name, obj)
     elif rt is EVENTS and not isinstance(obj.get("involvedObject"), dict):
         raise invalid(rt, name, [("involvedObject", "Required value")])
 

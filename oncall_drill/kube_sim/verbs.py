@@ -17,6 +17,7 @@ from oncall_drill.kube_sim import errors, listing, patch, podstatus
 from oncall_drill.kube_sim.errors import ApiError
 from oncall_drill.kube_sim.resources import (
     DEPLOYMENTS,
+    HPAS,
     NAMESPACES,
     NODES,
     PODS,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from oncall_drill.kube_sim.sim import KubeSim
 
 _STATUS_KEPT = frozenset(
-    {DEPLOYMENTS.kind, REPLICASETS.kind, PODS.kind, NODES.kind, NAMESPACES.kind}
+    {DEPLOYMENTS.kind, REPLICASETS.kind, PODS.kind, NODES.kind, NAMESPACES.kind, HPAS.kind}
 )
 _SPEC_GENERATION = frozenset({DEPLOYMENTS.kind, REPLICASETS.kind})
 _NS_MISMATCH = (

@@ -165,7 +165,7 @@ def test_raw_http_auth_discovery_and_unknown_paths(cluster: Cluster) -> None:
     assert httpx.get(f"{url}/api", headers=auth, timeout=5).json()["versions"] == ["v1"]
     groups = httpx.get(f"{url}/apis", headers=auth, timeout=5).json()["groups"]
     assert {g["name"] for g in groups} == {
-        "apps", "coordination.k8s.io", "monitoring.coreos.com", "policy",
+        "apps", "autoscaling", "coordination.k8s.io", "monitoring.coreos.com", "policy",
     }  # fmt: skip
     resources = httpx.get(f"{url}/apis/apps/v1", headers=auth, timeout=5).json()["resources"]
     assert {r["name"] for r in resources} == {"deployments", "replicasets"}
