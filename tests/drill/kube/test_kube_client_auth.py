@@ -327,6 +327,23 @@ async def test_exec_plugin_client_certificate(
     assert (error.reason, error.http_status) == ("auth", 401)
 
 
+async def test_exec_plugin_token_and_certificate_go_together(
+    https: Https, mtls: TlsSimulator, client_ca: trustme.CA, tmp_path: Path
+) -> None:
+    """client-go sends both when a plugin answers both: the certificate passes the handshake,
+    the token names the user. Half a pair is refused, as client-go refuses it."""
+    issued = client_ca.issue_cert("operator@oncall")
+    status = {"token": https.token,
+              "clientCertificateData": issued.cert_chain_pems[0].bytes().decode(),
+              "clientKeyData": issued.private_key_pem.bytes().decode()}  # fmt: skip
+    doc = _mtls_config(https, mtls, exec=_plugin(tmp_path, status))
+    assert len(await _pod_names(write_config(tmp_path / "kubeconfig", doc))) == 2
+    del status["clientKeyData"]
+    half = _mtls_config(https, mtls, exec=_plugin(tmp_path, status))
+    error = await _error(write_config(tmp_path / "half", half))
+    assert error.reason == "config" and "certificate without its key" in error.detail
+
+
 async def test_bad_certificate_data_is_a_located_error(https: Https, tmp_path: Path) -> None:
     user = {"client-certificate-data": "!!not base64!!", "client-key-data": "eA=="}
     error = await _error(write_config(tmp_path / "kubeconfig", https.config(**user)))
