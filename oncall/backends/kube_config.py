@@ -9,8 +9,9 @@ python, kubernetes/config/), with the same rules:
   lets a later file's current-context win; kubectl does not, and operators expect kubectl).
 - The context: the named one, else `current-context`; its cluster and user by name.
 - Cluster: `server`, `certificate-authority` / `-data`, `insecure-skip-tls-verify`,
-  `tls-server-name`. User: `client-certificate` / `-key` (+ `-data`), `token` (before
-  `tokenFile`), `tokenFile` (re-read every minute, as client-go does), `exec` (a plugin,
+  `tls-server-name`. User: `client-certificate` / `-key` (+ `-data`), `token`, `tokenFile`
+  (re-read every minute, as client-go does; its token wins over `token` while the file
+  reads, as in kubectl; the official Python client takes `token`), `exec` (a plugin,
   `oncall.backends.kube_exec`), `username`/`password` (basic). `auth-provider` (gcp, azure,
   oidc: removed from kubectl) is refused with the hint to use its exec plugin.
 - A relative path resolves against the directory of the kubeconfig file that named it.
@@ -91,17 +92,41 @@ class CredentialSource:
 
 
 class TokenFile(CredentialSource):
-    """A bearer token in a file, re-read every `TOKEN_FILE_PERIOD_S` (rotated tokens)."""
+    """A bearer token in a file, re-read every `TOKEN_FILE_PERIOD_S` (rotated tokens).
 
-    def __init__(self, path: Path, where: str) -> None:
+    As client-go's cachingTokenSource: a re-read that fails keeps the last token read; with
+    none read yet, the user's own `token` is sent (kubectl's rule when a kubeconfig user has
+    both: the file's token while it reads, the static one otherwise); with neither, the error
+    stands. A client certificate beside the token file goes with every credential it makes."""
+
+    def __init__(
+        self,
+        path: Path,
+        where: str,
+        *,
+        token: str | None = None,
+        cert_pem: bytes | None = None,
+        key_pem: bytes | None = None,
+    ) -> None:
         self.path, self.where = path, where
+        self._static = None if token is None else f"Bearer {token}"
+        self._cert = (cert_pem, key_pem)
+        self._read: str | None = None  # the last token read from the file
         super().__init__(self.make())
 
     def make(self) -> Credential:
-        token = read_file(self.path, self.where).decode("utf-8", errors="replace").strip()
-        if not token:
-            raise KubeConfigError(f"{self.where}: {self.path} is empty")
-        return Credential(f"Bearer {token}", expires=time.time() + TOKEN_FILE_PERIOD_S)
+        try:
+            token = read_file(self.path, self.where).decode("utf-8", errors="replace").strip()
+            if not token:
+                raise KubeConfigError(f"{self.where}: {self.path} is empty")
+            self._read = f"Bearer {token}"
+        except KubeConfigError:
+            if self._read is None and self._static is None:
+                raise
+        authorization = self._read or self._static
+        cert, key = self._cert
+        expires = time.time() + TOKEN_FILE_PERIOD_S
+        return Credential(authorization, cert_pem=cert, key_pem=key, expires=expires)
 
 
 @dataclass
@@ -298,7 +323,7 @@ def load_connection(
 def _user_credentials(
     user: _Entry, cluster: _Entry, make_exec: Callable[[_Entry, _Entry], CredentialSource]
 ) -> CredentialSource:
-    """The official client's order: auth-provider, token / tokenFile, exec, basic; plus certs."""
+    """client-go's order: auth-provider (refused), tokenFile / token, exec, basic; plus certs."""
     if user.body.get("auth-provider"):
         provider = (user.body["auth-provider"] or {}).get("name", "?")
         raise KubeConfigError(
@@ -310,15 +335,14 @@ def _user_credentials(
     if (cert is None) != (key is None):
         raise KubeConfigError(f"{user.where}: client-certificate and client-key go together")
     static = Credential(cert_pem=cert, key_pem=key)
-    token = user.text("token")
+    token, token_file = user.text("token"), user.text("tokenFile")
+    if token_file is not None:  # client-go: the file's token, while it reads, over `token`
+        where = f"{user.where}.tokenFile"
+        path = user.resolve(token_file)
+        return TokenFile(path, where, token=token, cert_pem=cert, key_pem=key)
     if token is not None:
         static.authorization = f"Bearer {token}"
         return CredentialSource(static)
-    token_file = user.text("tokenFile")
-    if token_file is not None:
-        source = TokenFile(user.resolve(token_file), f"{user.where}.tokenFile")
-        source._credential.cert_pem, source._credential.key_pem = cert, key
-        return source
     if user.body.get("exec"):
         return make_exec(user, cluster)
     login, password = user.text("username"), user.text("password")

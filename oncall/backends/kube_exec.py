@@ -11,9 +11,10 @@ client's `config/exec_provider.py`):
   a terminal (it runs under a TUI, or in scripts): stdin is closed, so `interactiveMode:
   Always` is refused and `IfAvailable` runs non-interactively; v1 requires the field, as
   client-go does.
-- Its stdout: an ExecCredential of the same apiVersion whose `status` has `token`, or
-  `clientCertificateData` + `clientKeyData` (PEM text), and maybe `expirationTimestamp`; the
-  credential is kept until then (for ever without one) and after a 401.
+- Its stdout: an ExecCredential of the same apiVersion whose `status` has `token` and/or
+  `clientCertificateData` + `clientKeyData` (PEM text; both sent, as client-go sends them),
+  and maybe `expirationTimestamp`; the credential is kept until then (for ever without one)
+  and after a 401.
 
 A plugin that is missing, fails, hangs past `EXEC_TIMEOUT_S` or prints something else is a
 `KubeConfigError` naming the command (and its `installHint` when it is missing); the plugin's
@@ -138,14 +139,19 @@ class ExecPlugin(CredentialSource):
         status = answer.get("status")
         if not isinstance(status, dict):
             raise self._failed("its ExecCredential has no status")
-        credential = Credential()
-        if status.get("token"):
-            credential.authorization = f"Bearer {status['token']}"
-        elif status.get("clientCertificateData") and status.get("clientKeyData"):
-            credential.cert_pem = str(status["clientCertificateData"]).encode()
-            credential.key_pem = str(status["clientKeyData"]).encode()
-        else:
+        token, cert, key = (
+            status.get(k) for k in ("token", "clientCertificateData", "clientKeyData")
+        )
+        if bool(cert) != bool(key):
+            raise self._failed(
+                "its status has a client certificate without its key, or a key alone"
+            )
+        if not token and not cert:
             raise self._failed("its status has neither token nor client certificate and key")
+        # client-go sends both when a plugin answers both (the certificate for the handshake).
+        credential = Credential(authorization=f"Bearer {token}" if token else None)
+        if cert and key:
+            credential.cert_pem, credential.key_pem = str(cert).encode(), str(key).encode()
         stamp = status.get("expirationTimestamp")
         if stamp:
             try:

@@ -114,6 +114,29 @@ async def test_a_missing_token_file_is_a_located_config_error(https: Https, tmp_
     assert str(tmp_path / "nowhere" / "token") in error.detail
 
 
+async def test_token_file_wins_over_token_while_it_reads(
+    https: Https, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kubectl (client-go's clientcmd) with both: the file's token while the file reads (the
+    last one read if a re-read fails), the user's `token` when it never read."""
+    monkeypatch.setattr(kube_config, "TOKEN_FILE_PERIOD_S", 0.0)  # re-read at every request
+    (tmp_path / "token").write_text(https.token + "\n")
+    both = https.config(token="not-a-token", tokenFile="token")
+    settings = KubernetesSettings(kubeconfig=write_config(tmp_path / "kc", both), namespace=NS)
+    reader = await KubeReader.open(settings)
+    try:
+        assert len(await reader.list_pods(NS, "app=vllm")) == 2
+        (tmp_path / "token").unlink()  # a re-read fails: the last token read stands
+        assert len(await reader.list_pods(NS, "app=vllm")) == 2
+    finally:
+        await reader.aclose()
+    never = https.config(token=https.token, tokenFile="nowhere/token")
+    assert len(await _pod_names(write_config(tmp_path / "kc2", never))) == 2
+    neither = https.config(token="not-a-token", tokenFile="token")  # the file is gone: 401
+    error = await _error(write_config(tmp_path / "kc3", neither))
+    assert (error.reason, error.http_status) == ("auth", 401)
+
+
 # -- exec plugins ------------------------------------------------------------------------------
 
 
@@ -265,6 +288,32 @@ async def test_client_certificate_files_resolve_against_the_kubeconfig(
     assert len(await _pod_names(path)) == 2
 
 
+async def test_a_re_read_token_file_keeps_the_client_certificate(
+    https: Https,
+    mtls: TlsSimulator,
+    client_ca: trustme.CA,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tokenFile beside a client certificate: each re-read credential still carries it (the
+    listener refuses a handshake without one)."""
+    monkeypatch.setattr(kube_config, "TOKEN_FILE_PERIOD_S", 0.0)  # re-read at every request
+    issued = client_ca.issue_cert("operator@oncall")
+    (tmp_path / "token").write_text(https.token)
+    user = {
+        "client-certificate-data": _b64(issued.cert_chain_pems[0].bytes()),
+        "client-key-data": _b64(issued.private_key_pem.bytes()),
+        "tokenFile": "token",
+    }
+    path = write_config(tmp_path / "kc", _mtls_config(https, mtls, **user))
+    reader = await KubeReader.open(KubernetesSettings(kubeconfig=path, namespace=NS))
+    try:
+        for _ in range(3):  # the first credential, then two made from re-reads
+            assert len(await reader.list_pods(NS, "app=vllm")) == 2
+    finally:
+        await reader.aclose()
+
+
 async def test_exec_plugin_client_certificate(
     https: Https, mtls: TlsSimulator, client_ca: trustme.CA, tmp_path: Path
 ) -> None:
@@ -276,6 +325,23 @@ async def test_exec_plugin_client_certificate(
     doc = _mtls_config(https, mtls, exec=_plugin(tmp_path, status))
     error = await _error(write_config(tmp_path / "kubeconfig", doc))
     assert (error.reason, error.http_status) == ("auth", 401)
+
+
+async def test_exec_plugin_token_and_certificate_go_together(
+    https: Https, mtls: TlsSimulator, client_ca: trustme.CA, tmp_path: Path
+) -> None:
+    """client-go sends both when a plugin answers both: the certificate passes the handshake,
+    the token names the user. Half a pair is refused, as client-go refuses it."""
+    issued = client_ca.issue_cert("operator@oncall")
+    status = {"token": https.token,
+              "clientCertificateData": issued.cert_chain_pems[0].bytes().decode(),
+              "clientKeyData": issued.private_key_pem.bytes().decode()}  # fmt: skip
+    doc = _mtls_config(https, mtls, exec=_plugin(tmp_path, status))
+    assert len(await _pod_names(write_config(tmp_path / "kubeconfig", doc))) == 2
+    del status["clientKeyData"]
+    half = _mtls_config(https, mtls, exec=_plugin(tmp_path, status))
+    error = await _error(write_config(tmp_path / "half", half))
+    assert error.reason == "config" and "certificate without its key" in error.detail
 
 
 async def test_bad_certificate_data_is_a_located_error(https: Https, tmp_path: Path) -> None:
