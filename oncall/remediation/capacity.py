@@ -32,6 +32,16 @@ _RANK: dict[str, int] = {"ok": 0, "unknown": 1, "warn": 1, "refuse": 2}
 
 
 @dataclass(frozen=True)
+class PodsTaken:
+    """What an action takes away from serving while it runs, as it declares it
+    (`Action.pods_taken`): the pods it names, or else its workload's `busiest` Ready pods
+    (a rollout's pod at a time, a scale-down's one), the worst case for the others."""
+
+    pods: tuple[str, ...] = ()
+    busiest: int = 0
+
+
+@dataclass(frozen=True)
 class ReplicaLoad:
     """One vLLM pod's load, from its `/metrics` (None: not exposed or not reached)."""
 
