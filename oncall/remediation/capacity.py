@@ -145,8 +145,9 @@ def assess(facts: CapacityFacts) -> CapacityVerdict:
         return CapacityVerdict(
             "ok", f"{moved:g} sequences fit the {free:g} free slots{gone}", numbers
         )
+    busy = f" ({', '.join(saturated)} saturated)" if saturated else ""
     return CapacityVerdict(
-        "warn", f"{moved:g} sequences move onto {free:g} free slots{gone}", numbers
+        "warn", f"{moved:g} sequences move onto {free:g} free slots{busy}{gone}", numbers
     )
 
 
