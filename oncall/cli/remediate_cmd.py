@@ -166,7 +166,7 @@ async def ask_typed(word: str) -> bool:
     )
     if word.startswith("override "):  # a refusal a phrase lets past (capacity_guard.py)
         prompt = (
-            f"A guard refuses: type {word!r} to override it and confirm, anything else to cancel: "
+            f"A guard refuses: type {word!r} (its override) to confirm, anything else to cancel: "
         )
     import asyncio
 
