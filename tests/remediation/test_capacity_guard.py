@@ -78,7 +78,11 @@ def metrics() -> Iterator[MetricsServer]:
         def log_message(self, *_args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a scraper that hangs up early (Prometheus' scrape timeout) is no test failure
+
+    server = Server(("127.0.0.1", 0), Handler)
     served.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
