@@ -1,4 +1,5 @@
-"""The capacity preflight (issue 31): will the rest of the service carry the load a fix moves?
+"""The capacity preflight: will the rest of the service carry the load a fix moves?
+(docs/architecture.md §3, the write path; read by capacity_facts.py, shown by capacity_guard.py)
 
 A pure function from facts to a verdict, so that the preview, the executor's re-check just
 before the write and the audit record all judge the same numbers the same way. Reading the

@@ -1,4 +1,4 @@
-"""Reading the capacity preflight's facts (docs/architecture.md, "Write path"): what
+"""Reading the capacity preflight's facts (docs/architecture.md §3, the write path): what
 `oncall.remediation.capacity.assess` judges, read at preview time and again just before the
 write.
 

@@ -1,4 +1,4 @@
-"""The capacity preflight as a guard of the write path (docs/architecture.md, "Write path").
+"""The capacity preflight as a guard of the write path (docs/architecture.md §3).
 
 An action that takes serving pods away says which (`Action.pods_taken`); for it the executor
 asks here for the capacity guard's verdict in every preview (`preview_verdict`), makes the

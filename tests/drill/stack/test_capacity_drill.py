@@ -95,7 +95,7 @@ def test_the_runbook_proposes_no_rebuild_when_the_others_are_saturated(
 
     def judged() -> bool:
         found.update(checklist(drill))
-        return found["steps"].get("kv_cache") == "fail"
+        return bool(found["steps"].get("kv_cache") == "fail")
 
     wait_until(judged, timeout=60, what="the checklist finds the KV cache full")
     assert found["steps"]["kv_imbalance"] == "ok", found
