@@ -67,6 +67,11 @@ async def read(
     }  # fmt: skip
     if loads.error is not None:
         return facts, CapacityVerdict("unknown", f"capacity unknown: {loads.error}", numbers)
+    # A named pod outside the Deployment's selector would move "0 sequences": not an ok.
+    stray = sorted(set(taken.pods) - {r.pod for r in facts.affected})
+    if stray:
+        why = f"capacity unknown: {', '.join(stray)} not among {workload.label}'s pods"
+        return facts, CapacityVerdict("unknown", why, numbers)
     return facts, CapacityVerdict(verdict.verdict, verdict.reason, numbers)
 
 

@@ -12,6 +12,7 @@ tests/drill/stack/test_capacity_drill.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import http.server
 import threading
 from collections.abc import Iterator
@@ -297,3 +298,15 @@ def test_prometheus_behind_a_login_page_is_unknown_and_refused_if_the_preview_wa
     )
     after = asyncio.run(recheck_verdict(REBUILD, PLAN, c, Preview(PLAN, None, (ok,))))
     assert after is not None and not after.ok and "ok -> unknown" in after.reason
+
+
+def test_a_pod_outside_the_deployment_is_unknown(metrics: MetricsServer, tmp_path: Path) -> None:
+    """The pod named is not one of the Deployment's (its selector's): no "0 sequences" ok."""
+    plan = dataclasses.replace(PLAN, target=Target("Pod", "stray-pod", "ai", "uid-s"))
+    for name in PODS:
+        metrics.set(name, exposition(4, 0, 0.2, 0))
+    with prometheus_server(tmp_path, scrape_configs=scrape_configs(metrics.port, PODS)) as prom:
+        wait_until(lambda: counted(prom.url, PODS), timeout=30, what="the pods scraped")
+        shown = asyncio.run(preview_verdict(REBUILD, plan, clients(prom.url)))
+        assert shown is not None and shown.detail["verdict"] == "unknown" and shown.warning
+        assert "stray-pod not among Deployment ai/vllm's pods" in shown.reason
