@@ -75,6 +75,38 @@ def capacity_of(audit: Path, transition: str = "proposed") -> dict[str, Any]:
     return found
 
 
+def wait_light(drill: Drill) -> None:
+    """Until every Ready pod is scraped, its KV below 90% and not preempting over 10 s (the
+    guard counts preemptions over 10 s in these tests: an earlier test's pressure would
+    otherwise stay in its default 2-minute window)."""
+    seen: dict[str, Any] = {}
+
+    def light() -> bool:
+        names = {p["metadata"]["name"] for p in ready_pods(drill)}
+        running = query(drill, 'sum by (pod) (vllm:num_requests_running{namespace="ai"})')
+        kv = query(drill, 'max by (pod) (vllm:kv_cache_usage_perc{namespace="ai"})')
+        preempted = query(
+            drill, 'sum by (pod) (increase(vllm:num_preemptions_total{namespace="ai"}[10s]))'
+        )
+        seen.update(names=names, running=running, kv=kv, preempted=preempted)
+        return (
+            names <= set(running) and names <= set(preempted)
+            and all(kv.get(n, 1) < 0.9 and preempted[n] == 0 for n in names)
+        )  # fmt: skip
+
+    try:
+        wait_until(light, timeout=150, what="pods scraped, KV below 90%, no preemptions")
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}; last seen: {seen}", pytrace=False)
+
+
+def load_of(drill: Drill, pod: str) -> float:
+    """Running + waiting sequences of `pod`, as Prometheus has them."""
+    running = query(drill, 'sum by (pod) (vllm:num_requests_running{namespace="ai"})')
+    waiting = query(drill, 'sum by (pod) (vllm:num_requests_waiting{namespace="ai"})')
+    return running.get(pod, 0) + waiting.get(pod, 0)
+
+
 @pytest.fixture
 def kv_pressure(drill: Drill) -> Iterator[list[str]]:
     """`kv-cache-pressure` on the drill's 2 replicas, both saturated; the pods' names."""
@@ -149,27 +181,7 @@ def test_rebuild_with_four_lightly_loaded_replicas_is_ok(drill: Drill, tmp_path:
     try:
         wait_until(lambda: len(ready_pods(drill)) == 4, timeout=120, what="4 Ready vLLM pods")
 
-        seen: dict[str, Any] = {}
-
-        def light() -> bool:
-            names = {p["metadata"]["name"] for p in ready_pods(drill)}
-            running = query(drill, 'sum by (pod) (vllm:num_requests_running{namespace="ai"})')
-            kv = query(drill, 'max by (pod) (vllm:kv_cache_usage_perc{namespace="ai"})')
-            preempted = query(
-                drill, 'sum by (pod) (increase(vllm:num_preemptions_total{namespace="ai"}[10s]))'
-            )
-            seen.update(names=names, running=running, kv=kv, preempted=preempted)
-            return (
-                names <= set(running) and names <= set(preempted)
-                and all(kv.get(n, 1) < 0.9 and preempted[n] == 0 for n in names)
-            )  # fmt: skip
-
-        # The guard counts preemptions over 10 s here: those of the earlier test's pressure
-        # would otherwise stay in its default 2-minute window.
-        try:
-            wait_until(light, timeout=150, what="4 pods scraped, KV below 90%, no preemptions")
-        except pytest.fail.Exception as exc:
-            pytest.fail(f"{exc}; last seen: {seen}", pytrace=False)
+        wait_light(drill)
         name = ready_pods(drill)[0]["metadata"]["name"]
         audit = tmp_path / "ok.jsonl"
         run = remediate(
@@ -182,3 +194,38 @@ def test_rebuild_with_four_lightly_loaded_replicas_is_ok(drill: Drill, tmp_path:
         assert shown["time_to_ready_s"] is not None and shown["grace_period_s"] == 30
     finally:
         scale(drill, None)
+
+
+@pytest.mark.timeout(300)  # the earlier pressure to drain, then the new one to build
+def test_load_growing_after_the_preview_is_refused_before_the_write(
+    drill: Drill, tmp_path: Path
+) -> None:
+    """Previewed on a light load; while the person types, the load grows many times over
+    (`kv-cache-pressure`): the re-check just before the eviction refuses, nothing changes."""
+    wait_light(drill)
+    pod = ready_pods(drill)[0]
+    name, uid = str(pod["metadata"]["name"]), str(pod["metadata"]["uid"])
+    previewed = load_of(drill, name)
+
+    def pressure_then_confirm(output: str) -> str:
+        assert "capacity: ok: " in output, output
+        drill.cli("inject", "kv-cache-pressure")
+        grown = max(previewed, 1) * 1.5
+        wait_until(lambda: load_of(drill, name) > grown + 2, timeout=60, what="the load grown")
+        return name
+
+    audit = tmp_path / "grown.jsonl"
+    try:
+        run = remediate(
+            drill, audit, "rebuild-pod", name, answers=[("to confirm", pressure_then_confirm)],
+            sets=["guards.capacity_window=10s"],
+        )  # fmt: skip
+    finally:
+        drill.cli("clear")
+    assert run.code == 1, run.output
+    assert transitions(audit) == ["proposed", "approved", "refused"], run.output
+    refused = records(audit)[-1]
+    assert refused["guard"] == "capacity"
+    assert refused["outcome"].startswith("re-check before the write: "), refused
+    assert refused["detail"]["previewed"] == "ok" and refused["detail"]["verdict"] == "refuse"
+    assert uid in {p["metadata"]["uid"] for p in vllm_pods(drill)}
