@@ -164,6 +164,10 @@ async def ask_typed(word: str) -> bool:
         if word != "yes"
         else "Type yes to confirm, anything else to cancel: "
     )
+    if word.startswith("override "):  # a refusal a phrase lets past (capacity_guard.py)
+        prompt = (
+            f"A guard refuses: type {word!r} (its override) to confirm, anything else to cancel: "
+        )
     import asyncio
 
     flush_type_ahead()

@@ -135,6 +135,11 @@ class GuardVerdict:
     ok: bool
     reason: str
     detail: dict[str, Any] = field(default_factory=dict)
+    #: A refusal a person may go past by typing this phrase before the confirmation word
+    #: (the capacity preflight's `refuse`); None: no phrase lets anyone past it.
+    override: str | None = None
+    #: Passes, but the person must read it (a capacity estimate, a fact that was not read).
+    warning: bool = False
 
     @property
     def holder(self) -> str | None:
@@ -158,8 +163,10 @@ class Preview:
 
     @property
     def refused(self) -> tuple[GuardVerdict, ...]:
-        """The verdicts that refuse the action; with any, the action cannot be confirmed."""
-        return tuple(v for v in self.verdicts if not v.ok)
+        """The verdicts that refuse the action; with any, the action cannot be confirmed. A
+        refusal with an `override` phrase is not among them: the plan's confirmation word then
+        starts with that phrase (oncall/remediation/capacity_guard.py)."""
+        return tuple(v for v in self.verdicts if not v.ok and v.override is None)
 
     @property
     def refusal(self) -> GuardVerdict | None:
@@ -221,6 +228,12 @@ def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+def _label(verdict: GuardVerdict) -> str:
+    if verdict.ok:
+        return "WARN   " if verdict.warning else "ok     "
+    return "REFUSED"  # one a phrase overrides says so in its reason
+
+
 def render_preview(preview: Preview) -> str:
     """The preview as text: what the CLI prints and the two-person approver is shown."""
     plan = preview.plan
@@ -235,7 +248,5 @@ def render_preview(preview: Preview) -> str:
         *(f"  note:    {note}" for note in plan.notes),
         *(["  guards:"] if preview.verdicts else []),  # none: the approver's live preview
     ]
-    lines += [
-        f"    {'ok     ' if v.ok else 'REFUSED'} {v.guard}: {v.reason}" for v in preview.verdicts
-    ]
+    lines += [f"    {_label(v)} {v.guard}: {v.reason}" for v in preview.verdicts]
     return "\n".join(lines)

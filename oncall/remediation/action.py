@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from oncall.errors import OncallError
 from oncall.model.action_params import ActionParams
 from oncall.model.write_path import Plan
+from oncall.remediation.capacity import PodsTaken
 from oncall.remediation.clients import Clients
 
 P = TypeVar("P", bound=ActionParams)
@@ -51,6 +52,13 @@ class Action(ABC, Generic[P]):
     #: down, must still be able to silence and acknowledge): it says here what keeps two
     #: processes from spoiling each other's write instead, and the preview shows it.
     unleased: ClassVar[str | None] = None
+
+    def pods_taken(self, plan: Plan) -> PodsTaken | None:
+        """The serving pods the action takes away while it runs (an eviction's pod, a
+        rollout's or a scale-down's busiest): then every preview and the re-check before the
+        write carry the capacity preflight (oncall/remediation/capacity_guard.py). None: the
+        action takes no serving pod away."""
+        return None
 
     @abstractmethod
     async def plan(self, params: P, clients: Clients) -> Plan:

@@ -1,4 +1,5 @@
-"""The capacity preflight (issue 31): will the rest of the service carry the load a fix moves?
+"""The capacity preflight: will the rest of the service carry the load a fix moves?
+(docs/architecture.md §3, the write path; read by capacity_facts.py, shown by capacity_guard.py)
 
 A pure function from facts to a verdict, so that the preview, the executor's re-check just
 before the write and the audit record all judge the same numbers the same way. Reading the
@@ -29,6 +30,16 @@ OVERRIDE_PHRASE = "override capacity"
 # person consented to numbers that no longer hold.
 GROWTH_LIMIT = 1.5
 _RANK: dict[str, int] = {"ok": 0, "unknown": 1, "warn": 1, "refuse": 2}
+
+
+@dataclass(frozen=True)
+class PodsTaken:
+    """What an action takes away from serving while it runs, as it declares it
+    (`Action.pods_taken`): the pods it names, or else its workload's `busiest` Ready pods
+    (a rollout's pod at a time, a scale-down's one), the worst case for the others."""
+
+    pods: tuple[str, ...] = ()
+    busiest: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,8 +146,9 @@ def assess(facts: CapacityFacts) -> CapacityVerdict:
         return CapacityVerdict(
             "ok", f"{moved:g} sequences fit the {free:g} free slots{gone}", numbers
         )
+    busy = f" ({', '.join(saturated)} saturated)" if saturated else ""
     return CapacityVerdict(
-        "warn", f"{moved:g} sequences move onto {free:g} free slots{gone}", numbers
+        "warn", f"{moved:g} sequences move onto {free:g} free slots{busy}{gone}", numbers
     )
 
 

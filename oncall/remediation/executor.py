@@ -60,6 +60,13 @@ from oncall.remediation.approval import (
 )
 from oncall.remediation.audit_mirror import anchor_record, mirror_record
 from oncall.remediation.audit_trail import Log, Run
+from oncall.remediation.capacity_guard import (
+    capacity_of,
+    overridable,
+    overridden,
+    preview_verdict,
+    recheck_verdict,
+)
 from oncall.remediation.clients import Clients
 from oncall.remediation.context_guard import cluster_of, context_refusal, stamped
 from oncall.remediation.guards import anchor_guard, read_only_guard, two_person_note
@@ -221,7 +228,10 @@ class Remediator:
         verdicts.append(await self.guards.rate.check(plan.target.key))
         verdicts.append(await self.guards.breaker.check())
         verdicts.append(await self._lease_verdict(plan))
-        return Preview(plan, dry_run, tuple(verdicts))
+        capacity = await preview_verdict(registry.action_named(plan.action), plan, self.clients)
+        if capacity is not None:  # an action that takes serving pods away: capacity_guard.py
+            verdicts.append(capacity)
+        return overridable(Preview(plan, dry_run, tuple(verdicts)))
 
     async def _lease_verdict(self, plan: Plan) -> GuardVerdict:
         """The Lease guard's verdict for the preview: who holds the plan's Kubernetes Leases,
@@ -255,7 +265,8 @@ class Remediator:
             return run.end("refused", f"refused (context): {elsewhere.reason}", elsewhere)
         await self.identify()
         preview = await self.preview(plan)
-        preview = run.preview = Preview(plan, preview.dry_run, (*preview.verdicts, *extra))
+        preview = Preview(preview.plan, preview.dry_run, (*preview.verdicts, *extra))
+        run.preview = preview
         await self._record(
             run, "proposed", request=plan.request, dry_run=preview.dry_run,
             evidence=self.evidence,
@@ -269,14 +280,19 @@ class Remediator:
                     "two_person": two_person_note(self.settings, plan.action),
                     # Who re-applies the target, and the policy: a warning gone past is on record.
                     "managed": next((v.detail for v in preview.verdicts
-                                     if v.guard == MANAGED), None)},
+                                     if v.guard == MANAGED), None),
+                    "capacity": _capacity_record(preview)},
         )  # fmt: skip
         if preview.refusal:
             return await self._refuse(run, preview.refusal)
         if not await confirm(preview):
             await self._record(run, "declined")
             return run.end("declined", "declined: nothing was changed")
-        await self._record(run, "approved", detail={"by": self.holder})
+        override = overridden(preview)  # confirmed: the phrase was part of the typed word
+        await self._record(
+            run, "approved",
+            detail={"by": self.holder, **({"capacity_override": override} if override else {})},
+        )  # fmt: skip
         if self.guards.two_person.required(plan.action):
             verdict = await second_person(
                 self.guards.two_person, run.action_id, preview, self.person, say
@@ -353,6 +369,11 @@ class Remediator:
         seen = await recheck(plan, self.clients, self.alert_still_firing)
         if not seen.ok:
             return await self._refuse(run, seen)
+        capacity = None
+        if run.preview is not None:  # the capacity facts re-read: capacity_guard.py
+            capacity = await recheck_verdict(action, plan, self.clients, run.preview)
+            if capacity is not None and not capacity.ok:
+                return await self._refuse(run, capacity)
         verdicts = [
             await self.guards.rate.check(plan.target.key),
             await self.guards.breaker.check(),
@@ -366,7 +387,14 @@ class Remediator:
             verdict = GuardVerdict("rate limit", False, f"guard state unavailable: {exc}", {})
             return await self._refuse(run, verdict)
         try:
-            started_record = await self._record(run, "started", mirror=None, request=plan.request)
+            rechecked = (
+                {}
+                if capacity is None
+                else {"detail": {"capacity": {**capacity.detail, "reason": capacity.reason}}}
+            )
+            started_record = await self._record(
+                run, "started", mirror=None, request=plan.request, **rechecked
+            )
         except AuditError as exc:
             # Write-ahead: no `started` on disk, no execution. The refusal cannot be written
             # either; the front end shows it.
@@ -428,3 +456,9 @@ class Remediator:
             run, "refused", guard=verdict.guard, outcome=verdict.reason, detail=verdict.detail
         )
         return run.end("refused", f"refused ({verdict.guard}): {verdict.reason}", verdict)
+
+
+def _capacity_record(preview: Preview) -> dict[str, Any] | None:
+    """The capacity guard's verdict and numbers as the preview showed them, for the record."""
+    shown = capacity_of(preview)
+    return None if shown is None else {**shown.detail, "reason": shown.reason}

@@ -298,6 +298,16 @@ class GuardsSettings(Section):
             "refuse, or raise-min (scale up by raising the HPA's minReplicas, never fighting it)."
         ),
     )
+    capacity_kv_threshold: float = Field(
+        0.9, gt=0, le=1, allow_inf_nan=False,
+        description=(
+            "KV-cache usage (0-1) at or above which a preempting vLLM replica counts as "
+            "saturated in the capacity preflight."
+        ),
+    )  # fmt: skip
+    capacity_window: Duration = Field(
+        120.0, description="Window over which the capacity preflight counts preemptions."
+    )
     approval_redis_url: RedisUrl | None = Field(
         None,
         description=(

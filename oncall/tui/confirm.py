@@ -52,6 +52,8 @@ def shown(value: Any) -> str:
 def verdict_lines(verdict: GuardVerdict) -> list[str]:
     """'✓ ok       read-only: not in read-only mode', and who holds a refusing Lease."""
     mark = "✓ ok     " if verdict.ok else "✗ REFUSED"
+    if verdict.ok and verdict.warning:  # passes, but must be read (capacity_guard.py)
+        mark = "! WARN   "
     lines = [f"{mark} {verdict.guard}: {verdict.reason}"]
     if not verdict.ok and verdict.holder and verdict.holder not in verdict.reason:
         lines.append(f"            held by {holder_text(verdict)}")
@@ -230,7 +232,11 @@ class ConfirmScreen(ModalScreen[None]):
         out.append("guards\n")
         for verdict in self.preview.verdicts:
             for i, line in enumerate(verdict_lines(verdict)):
-                colour = None if i else ("success" if verdict.ok else "error")
+                colour = (
+                    None
+                    if i
+                    else (("warning" if verdict.warning else "success") if verdict.ok else "error")
+                )
                 out.append(styled(self.app, f"  {line}", colour))
                 out.append("\n")
         out.rstrip()

@@ -37,6 +37,8 @@ GPU_FULL = """\
                    max_num_seqs_default: null}
       kv_cache: &kv {tokens_per_s: 9.0, running: 512.0, kv_cache_usage: 0.99,
                      preemptions_per_s: 1.0, waiting: 3.0, busiest_pod: vllm-a}
+      kv_imbalance: {tokens_per_s: 9.0, running: 40.0, kv_cache_usage: 0.4,
+                     preemptions_per_s: 0.0, waiting: 0.0, busiest_pod: vllm-b}
       kv_fit: *kv
     expect:
       steps: {gpu_memory: ok, pods: {status: ok, summary_contains: "Ready"}}

@@ -30,6 +30,7 @@ from oncall.errors import BackendError
 from oncall.model.action_params import RebuildPodParams
 from oncall.model.write_path import Plan, Precondition, Target
 from oncall.remediation.action import Action, PlanError, Say
+from oncall.remediation.capacity import PodsTaken
 from oncall.remediation.clients import Clients
 
 REPLACE_TIMEOUT_S = 120.0
@@ -44,6 +45,10 @@ class RebuildPod(Action[RebuildPodParams]):
     params = RebuildPodParams
     #: Ready replicas of the pod's app that must remain while it is rebuilt.
     min_ready = 1
+
+    def pods_taken(self, plan: Plan) -> PodsTaken:
+        """The evicted pod: its sequences go to the others until its replacement is Ready."""
+        return PodsTaken(pods=(plan.target.name,))
 
     async def plan(self, params: RebuildPodParams, clients: Clients) -> Plan:
         namespace = params.namespace or clients.settings.kubernetes.namespace

@@ -35,6 +35,7 @@ from oncall.model.action_params import ScaleDeploymentParams
 from oncall.model.node_fit import node_fit
 from oncall.model.write_path import GuardVerdict, Plan, Precondition, Target
 from oncall.remediation.action import Action, PlanError, Say
+from oncall.remediation.capacity import PodsTaken
 from oncall.remediation.clients import Clients
 
 #: A vLLM pod takes minutes to be Ready (weights, profiling, CUDA graphs: production-facts.md).
@@ -48,6 +49,15 @@ FIT, HPA = "node-fit", "hpa"
 class ScaleDeployment(Action[ScaleDeploymentParams]):
     name = "scale-deployment"
     params = ScaleDeploymentParams
+
+    def pods_taken(self, plan: Plan) -> PodsTaken | None:
+        """A scale down takes one serving pod away for good: the busiest is the worst case
+        for the others (the capacity preflight, docs/architecture.md). A scale up takes none."""
+        undo = plan.undo or {}
+        down = plan.target.kind == "Deployment" and undo.get("replicas", 0) > plan.params.get(
+            "replicas", 0
+        )
+        return PodsTaken(busiest=1) if down else None
 
     async def plan(self, params: ScaleDeploymentParams, clients: Clients) -> Plan:
         namespace = params.namespace or clients.settings.kubernetes.namespace
@@ -77,8 +87,6 @@ class ScaleDeployment(Action[ScaleDeploymentParams]):
         notes: list[str] = []
         if up:
             checks.append(await _fit_verdict(kube, deployment, wanted - current))
-        # TODO(capacity guard, issue 31 Build 1): a scale DOWN takes one serving pod away:
-        # declare it to the capacity preflight here once its opt-in API is on main.
         hpa = _hpa_for(await kube.list_hpas(namespace), params.deployment)
         ops: list[dict[str, Any]] = [
             {"op": "test", "path": REPLICAS, "value": current},

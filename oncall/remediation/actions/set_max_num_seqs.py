@@ -23,6 +23,7 @@ from oncall.model.patches import find_container, max_num_seqs_patch
 from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
 from oncall.model.write_path import GuardVerdict, Plan, Precondition, Target
 from oncall.remediation.action import Action, PlanError, Say
+from oncall.remediation.capacity import PodsTaken
 from oncall.remediation.clients import Clients
 
 ROLLOUT_TIMEOUT_S = 180.0
@@ -31,6 +32,10 @@ ROLLOUT_TIMEOUT_S = 180.0
 class SetMaxNumSeqs(Action[SetMaxNumSeqsParams]):
     name = "set-max-num-seqs"
     params = SetMaxNumSeqsParams
+
+    def pods_taken(self, plan: Plan) -> PodsTaken:
+        """The rollout restarts every pod, one at a time: the busiest one is the worst case."""
+        return PodsTaken(busiest=1)
 
     async def plan(self, params: SetMaxNumSeqsParams, clients: Clients) -> Plan:
         namespace = params.namespace or clients.settings.kubernetes.namespace
