@@ -1,0 +1,139 @@
+"""The grouping and the merge, as data: the kv-cache storm is one incident with its cause in
+words, an unrelated target stays apart, input order never matters, ids stay put as an incident
+grows, and an incident closes only after every member has resolved for `close_after`."""
+
+from __future__ import annotations
+
+import random
+
+from oncall.incidents.grouping import Observed, group
+from oncall.incidents.merge import merge
+from oncall.incidents.targets import Scope, failing_targets, step_target
+from oncall.model.incidents import Member
+
+T0 = 1_800_000_000.0
+VLLM = "Deployment ai/vllm"
+SCOPE = Scope(namespace="ai", redis="127.0.0.1:6379")
+
+
+def step(id_: str, probe: str, status: str = "fail", **params: object) -> dict[str, object]:
+    return {"id": id_, "probe": probe, "status": status, "params": params, "facts": {}}
+
+
+def kv_checklist() -> list[dict[str, object]]:
+    return [
+        step("deployment", "kube.deployment", "ok", name="vllm"),
+        step("kv_cache", "vllm.rates", window="2m"),
+        step("latency", "prometheus.query", query="histogram_quantile(0.99, …)"),
+    ]
+
+
+def seen(alert: str, at: float, failing: dict[str, tuple[str, ...]], **labels: str) -> Observed:
+    return Observed(Member("eu", alert, labels, T0 + at), failing, checked=True)
+
+
+def storm() -> list[Observed]:
+    """Seven alerts failing kv_cache on the vLLM Deployment, two whose checklists find nothing
+    of their own but that Alertmanager grouped with one of them, and a gateway alert failing
+    on Redis only, all within a minute."""
+    kv = failing_targets(kv_checklist(), SCOPE)
+    names = ["LLMHighP99Latency", "LatencyP95High", "ErrorRateHigh", "VllmKVCacheSaturated",
+             "VllmQueueTimeP99High", "VllmTTFTP99High", "VllmInterTokenLatencyP99High"]  # fmt: skip
+    out = [seen(name, 5.0 * n, kv, namespace="ai") for n, name in enumerate(names)]
+    # Fails on both: joins the target most alerts implicate, and does not chain Redis in.
+    both = {**kv, "Redis 127.0.0.1:6379": ("hit_rate",)}
+    out.append(seen("RedisHitRateLow", 40, both))
+    lone = Member("eu", "AIServiceUnavailable", {"namespace": "ai"}, T0 + 50, group_key="{}:{ai}")
+    out.append(Observed(lone, {}, checked=True))
+    grouped = Member("eu", "LLMHighP99Latency", {"namespace": "ai"}, T0, group_key="{}:{ai}")
+    out[0] = Observed(grouped, kv, checked=True)
+    out.append(seen("GatewayDown", 30, {"Redis 10.0.0.9:6379": ("still_undegraded",)}))
+    return out
+
+
+def test_targets_are_read_from_probes_params_and_facts() -> None:
+    assert failing_targets(kv_checklist(), SCOPE) == {VLLM: ["kv_cache"]}
+    no_deployment = [step("kv_cache", "vllm.rates")]
+    assert failing_targets(no_deployment, SCOPE) == {"vLLM servers in ai": ["kv_cache"]}
+    assert step_target(step("p", "kube.pods", node="gpu-1"), SCOPE) == "node gpu-1"
+    assert step_target(step("p", "kube.pods", name="vllm-0"), SCOPE) == "pod ai/vllm-0"
+    assert step_target(step("k", "redis.key", key="x"), SCOPE) == "Redis 127.0.0.1:6379"
+    assert step_target(step("q", "prometheus.query", query="up"), SCOPE) is None
+    mem = step("m", "gpu.vllm_memory", deployment="vllm", namespace="llm")
+    assert step_target(mem, SCOPE) == "Deployment llm/vllm"
+    # unknown / error / warn could not tell or are not failures: they implicate nothing.
+    assert failing_targets([step("kv", "vllm.rates", "unknown")], SCOPE) == {}
+    assert failing_targets([step("kv", "vllm.rates", "warn")], SCOPE) == {}
+
+
+def test_the_storm_is_one_incident_with_its_cause_in_words() -> None:
+    incidents = group(storm(), window=120)
+    assert len(incidents) == 2
+    kv, gateway = sorted(incidents, key=lambda i: -len(i.members))
+    assert len(kv.members) == 9
+    assert kv.explanation == f"grouped: kv_cache fails on {VLLM} in 8 of 9 checklists"
+    assert kv.cause is not None and (kv.cause.step, kv.cause.target) == ("kv_cache", VLLM)
+    assert kv.opened_at == T0 and kv.id.startswith("inc-")
+    assert [m.alert for m in gateway.members] == ["GatewayDown"]
+    assert gateway.explanation.startswith("alone: still_undegraded fails on Redis 10.0.0.9")
+
+
+def test_shuffled_input_gives_the_same_incidents() -> None:
+    expected = group(storm(), window=120)
+    rng = random.Random(32)  # noqa: S311 - a reproducible shuffle, not a secret
+    for _ in range(20):
+        shuffled = storm() + storm()[:3]  # repeats of an instance change nothing either
+        rng.shuffle(shuffled)
+        assert group(shuffled, window=120) == expected
+
+
+def test_instances_further_apart_than_the_window_are_separate_incidents() -> None:
+    kv = {VLLM: ("kv_cache",)}
+    found = group([seen("A", 0, kv), seen("B", 100, kv), seen("C", 400, kv)], window=120)
+    assert [[m.alert for m in i.members] for i in found] == [["A", "B"], ["C"]]
+
+
+def test_alertmanager_group_key_groups_instances_without_a_target() -> None:
+    a = Observed(Member("eu", "A", {}, T0, group_key="g"), {}, checked=False)
+    b = Observed(Member("eu", "B", {}, T0 + 10, group_key="g"), {}, checked=True)
+    c = Observed(Member("eu", "C", {}, T0 + 10), {}, checked=True)
+    found = group([a, b, c], window=120)
+    assert [i.explanation for i in found] == [
+        "grouped: Alertmanager groups these 2 alerts (g)",
+        "alone: its checklist finds no failing target",
+    ]
+
+
+def test_merge_keeps_the_id_as_the_incident_grows_and_closes_it_after_close_after() -> None:
+    kv = {VLLM: ("kv_cache",)}
+    first = group([seen("B", 10, kv)], window=120)
+    kept = merge([], first, now=T0 + 10, close_after=300)
+    # An earlier-firing instance whose checklist ran later joins without changing the id.
+    grown = group([seen("A", 0, kv), seen("B", 10, kv)], window=120)
+    assert grown[0].id != kept[0].id
+    kept = merge(kept, grown, now=T0 + 20, close_after=300)
+    assert [i.id for i in kept] == [first[0].id]
+    assert [m.alert for m in kept[0].members] == ["A", "B"]
+    assert kept[0].opened_at == first[0].opened_at
+    # Both stop firing: resolved now, closed only close_after later.
+    kept = merge(kept, [], now=T0 + 30, close_after=300)
+    assert kept[0].ongoing and all(m.resolved_at == T0 + 30 for m in kept[0].members)
+    kept = merge(kept, [], now=T0 + 329, close_after=300)
+    assert kept[0].ongoing
+    kept = merge(kept, [], now=T0 + 330, close_after=300)
+    assert kept[0].closed_at == T0 + 330
+    # A closed incident never reopens: the same instance firing again is a new incident.
+    again = merge(kept, group([seen("A", 1000, kv)], window=120), now=T0 + 1000, close_after=300)
+    assert [i.id for i in again if i.ongoing] != [first[0].id]
+    assert len([i for i in again if i.ongoing]) == 1
+
+
+def test_merge_never_joins_two_open_incidents() -> None:
+    kv = {VLLM: ("kv_cache",)}
+    one = merge([], group([seen("A", 0, kv)], window=120), now=T0, close_after=300)
+    two = merge(one, group([seen("A", 0, kv), seen("Z", 500, kv)], window=120), now=T0 + 500,
+                close_after=300)  # fmt: skip
+    # Now a bridging instance groups all three: each keeps its home, newcomer joins the first.
+    bridged = group([seen("A", 0, kv), seen("M", 250, kv), seen("Z", 500, kv)], window=300)
+    three = merge(two, bridged, now=T0 + 510, close_after=300)
+    assert sorted(len(i.members) for i in three) == [1, 2]
