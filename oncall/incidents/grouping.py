@@ -12,7 +12,7 @@ See `docs/architecture.md` §3.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from oncall.model.incidents import Cause, Incident, Member, incident_id
@@ -24,7 +24,7 @@ class Observed:
     run found (`failing`: target → ids of the steps failing on it; `checked`: a run exists)."""
 
     member: Member
-    failing: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    failing: Mapping[str, Sequence[str]] = field(default_factory=dict)
     checked: bool = False
 
 

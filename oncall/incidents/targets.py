@@ -11,7 +11,7 @@ when the checklist reads none. See `docs/architecture.md` §3, the read path.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +93,7 @@ def step_target(step: Mapping[str, Any], scope: Scope, vllm: str | None = None) 
     return None
 
 
-def failing_targets(steps: list[Mapping[str, Any]], scope: Scope) -> dict[str, list[str]]:
+def failing_targets(steps: Sequence[Mapping[str, Any]], scope: Scope) -> dict[str, tuple[str, ...]]:
     """target → the ids of the steps failing on it, for one checklist run."""
     vllm = vllm_deployment(steps, scope)
     found: dict[str, list[str]] = {}
@@ -103,4 +103,4 @@ def failing_targets(steps: list[Mapping[str, Any]], scope: Scope) -> dict[str, l
         target = step_target(step, scope, vllm)
         if target is not None:
             found.setdefault(target, []).append(_text(step.get("id")))
-    return found
+    return {target: tuple(ids) for target, ids in found.items()}

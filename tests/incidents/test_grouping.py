@@ -5,6 +5,8 @@ grows, and an incident closes only after every member has resolved for `close_af
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from oncall.incidents.grouping import Observed, group
 from oncall.incidents.merge import merge
@@ -16,11 +18,11 @@ VLLM = "Deployment ai/vllm"
 SCOPE = Scope(namespace="ai", redis="127.0.0.1:6379")
 
 
-def step(id_: str, probe: str, status: str = "fail", **params: object) -> dict[str, object]:
+def step(id_: str, probe: str, status: str = "fail", **params: object) -> dict[str, Any]:
     return {"id": id_, "probe": probe, "status": status, "params": params, "facts": {}}
 
 
-def kv_checklist() -> list[dict[str, object]]:
+def kv_checklist() -> list[dict[str, Any]]:
     return [
         step("deployment", "kube.deployment", "ok", name="vllm"),
         step("kv_cache", "vllm.rates", window="2m"),
@@ -28,7 +30,7 @@ def kv_checklist() -> list[dict[str, object]]:
     ]
 
 
-def seen(alert: str, at: float, failing: dict[str, tuple[str, ...]], **labels: str) -> Observed:
+def seen(alert: str, at: float, failing: Mapping[str, Sequence[str]], **labels: str) -> Observed:
     return Observed(Member("eu", alert, labels, T0 + at), failing, checked=True)
 
 
@@ -41,7 +43,7 @@ def storm() -> list[Observed]:
              "VllmQueueTimeP99High", "VllmTTFTP99High", "VllmInterTokenLatencyP99High"]  # fmt: skip
     out = [seen(name, 5.0 * n, kv, namespace="ai") for n, name in enumerate(names)]
     # Fails on both: joins the target most alerts implicate, and does not chain Redis in.
-    both = {**kv, "Redis 127.0.0.1:6379": ("hit_rate",)}
+    both: dict[str, Sequence[str]] = {**kv, "Redis 127.0.0.1:6379": ("hit_rate",)}
     out.append(seen("RedisHitRateLow", 40, both))
     lone = Member("eu", "AIServiceUnavailable", {"namespace": "ai"}, T0 + 50, group_key="{}:{ai}")
     out.append(Observed(lone, {}, checked=True))
@@ -52,9 +54,9 @@ def storm() -> list[Observed]:
 
 
 def test_targets_are_read_from_probes_params_and_facts() -> None:
-    assert failing_targets(kv_checklist(), SCOPE) == {VLLM: ["kv_cache"]}
+    assert failing_targets(kv_checklist(), SCOPE) == {VLLM: ("kv_cache",)}
     no_deployment = [step("kv_cache", "vllm.rates")]
-    assert failing_targets(no_deployment, SCOPE) == {"vLLM servers in ai": ["kv_cache"]}
+    assert failing_targets(no_deployment, SCOPE) == {"vLLM servers in ai": ("kv_cache",)}
     assert step_target(step("p", "kube.pods", node="gpu-1"), SCOPE) == "node gpu-1"
     assert step_target(step("p", "kube.pods", name="vllm-0"), SCOPE) == "pod ai/vllm-0"
     assert step_target(step("k", "redis.key", key="x"), SCOPE) == "Redis 127.0.0.1:6379"
