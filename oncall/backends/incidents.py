@@ -87,7 +87,8 @@ class IncidentStore:
                     raw: list[Any] = []
                     if keys:
                         await pipe.watch(INDEX, *keys)
-                        raw = list(await pipe.execute_command("MGET", *keys, NEVER_DECODE=True))
+                        found = await pipe.execute_command("MGET", *keys, NEVER_DECODE=True)
+                        raw = list(found) if isinstance(found, list) else []
                     kept = [i for v in raw if (i := _decoded(v)) is not None]
                     before = {i.id: i.to_json() for i in kept}
                     out = fold(kept)
