@@ -1,0 +1,168 @@
+"""Incidents for the app, `oncall alerts` and `oncall serve`: after each refresh, group the
+firing instances with what their checklists found and fold the result into the team's store.
+
+What a checklist found comes from the verdicts `oncall serve` keeps (its at-firing checklist
+runs) and from the checklists the app ran itself (`IncidentsView.checked`); Alertmanager's
+`groupKey` from serve's notifications (`IncidentsView.group_keys`). The grouping is pure CPU
+(`oncall.incidents`): past `THREAD_ABOVE` instances it runs in a thread, so that a storm never
+holds the event loop. The store (`IncidentStore.merge`) makes concurrent writers safe; a Redis
+that does not answer leaves the last incidents known in place. See `docs/architecture.md` §3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from oncall.backends import from_settings
+from oncall.backends.incidents import IncidentStore
+from oncall.errors import BackendError
+from oncall.incidents.grouping import Observed, group
+from oncall.incidents.merge import merge
+from oncall.incidents.targets import Scope, failing_targets
+from oncall.model.alerts import RuleStatus
+from oncall.model.incidents import Incident, Member, member_key
+from oncall.model.verdicts import CHECKED, Verdict
+from oncall.settings import Settings
+
+#: Instances past which the grouping runs in a thread (below, the hop costs more than it saves).
+THREAD_ABOVE = 200
+#: Verdicts read per refresh: the newest, enough for every instance of a storm.
+VERDICTS_READ = 500
+
+Steps = Sequence[Mapping[str, Any]]
+
+
+def scope_of(settings: Settings) -> Scope:
+    """The names a step's target takes when it leaves them implicit (host:port, no password)."""
+    parts = urlsplit(settings.redis.url)
+    return Scope(settings.kubernetes.namespace, f"{parts.hostname}:{parts.port or 6379}")
+
+
+def _plain(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    return frozenset((k, v) for k, v in labels.items() if k != "alertname")
+
+
+def firing_members(statuses: Iterable[RuleStatus], now: float) -> list[Member]:
+    """Every firing instance as a member: first firing = active since + the rule's `for`."""
+    out = []
+    for status in statuses:
+        for instance in status.instances:
+            if instance.state != "firing":
+                continue
+            since = instance.active_since
+            fired = now if since is None else min(now, since + status.rule.for_s)
+            out.append(Member(status.context, status.rule.name, dict(instance.labels), fired))
+    return out
+
+
+def observed(
+    members: Iterable[Member],
+    checked: Mapping[tuple[str, str, frozenset[tuple[str, str]]], Steps],
+    scope: Scope,
+    group_keys: Mapping[str, str] | None = None,
+) -> list[Observed]:
+    """Each member with the steps of its latest checklist run (keyed by context, alert and
+    labels without `alertname`) and its Alertmanager groupKey (by member key)."""
+    keys = group_keys or {}
+    out = []
+    for seen in members:
+        steps = checked.get((seen.context, seen.alert, _plain(seen.labels)))
+        m = seen if seen.key not in keys else replace(seen, group_key=keys[seen.key])
+        failing = {} if steps is None else failing_targets(steps, scope)
+        out.append(Observed(m, failing, steps is not None))
+    return out
+
+
+def verdict_steps(
+    verdicts: Iterable[Verdict],
+) -> dict[tuple[str, str, frozenset[tuple[str, str]]], Steps]:
+    """The steps of the newest checked verdict of each firing (context, alert, labels)."""
+    newest: dict[tuple[str, str, frozenset[tuple[str, str]]], tuple[float, Steps]] = {}
+    for v in verdicts:
+        if v.get("status") != CHECKED or v.get("resolved_at"):
+            continue
+        key = (str(v.get("context") or ""), str(v.get("alert")), _plain(v.get("labels") or {}))
+        ran = float(v.get("ran_at") or 0.0)
+        if key not in newest or newest[key][0] < ran:
+            newest[key] = (ran, list(v.get("steps") or []))
+    return {k: steps for k, (_, steps) in newest.items()}
+
+
+def membership(incidents: Iterable[Incident]) -> dict[str, str]:
+    """member key → the id of the open incident it belongs to (what the board and `oncall
+    alerts -o json` show beside each instance)."""
+    return {m.key: i.id for i in incidents if i.ongoing for m in i.members}
+
+
+def instance_key(context: str, alert: str, labels: Mapping[str, str]) -> str:
+    return member_key(context, alert, dict(labels))
+
+
+class IncidentsView:
+    """The team's incidents as of the latest refresh; `update` after each one."""
+
+    def __init__(self, settings: Settings, store: IncidentStore | None = None) -> None:
+        self.settings = settings
+        self.scope = scope_of(settings)
+        self.store = store or IncidentStore(
+            from_settings.redis_client(settings.redis),
+            retention_s=settings.incidents.retention,
+        )
+        #: The app's own checklist runs: (context, alert, labels) → steps (JSON of results).
+        self.checked: dict[tuple[str, str, frozenset[tuple[str, str]]], Steps] = {}
+        #: Alertmanager's groupKey of a member (by member key), from serve's notifications.
+        self.group_keys: dict[str, str] = {}
+        self.incidents: list[Incident] = []
+        self.error: BackendError | None = None
+
+    def note_checklist(self, context: str, alert: str, labels: Mapping[str, str],
+                       steps: Steps) -> None:  # fmt: skip
+        """Record a checklist run the app made (its steps as JSON), for the next grouping."""
+        self.checked[(context, alert, _plain(labels))] = list(steps)
+
+    def grouping(self, statuses: Iterable[RuleStatus], verdicts: Iterable[Verdict],
+                 now: float) -> list[Incident]:  # fmt: skip
+        """This refresh's grouping (pure; in the caller's thread)."""
+        checked = {**verdict_steps(verdicts), **self.checked}
+        found = observed(firing_members(statuses, now), checked, self.scope, self.group_keys)
+        return group(found, window=self.settings.incidents.window)
+
+    async def update(
+        self,
+        statuses: list[RuleStatus],
+        verdicts: list[Verdict] | None = None,
+        *,
+        now: float | None = None,
+    ) -> list[Incident]:
+        """Group this refresh's firing instances and fold them into the store; the incidents
+        as written (the last known ones, with `error` set, when Redis did not answer)."""
+        now = time.time() if now is None else now
+        verdicts = verdicts or []
+        size = sum(len(s.instances) for s in statuses)
+        if size > THREAD_ABOVE:
+            fresh = await asyncio.to_thread(self.grouping, statuses, verdicts, now)
+        else:
+            fresh = self.grouping(statuses, verdicts, now)
+        close_after = self.settings.incidents.close_after
+        since = now - self.settings.incidents.retention
+        try:
+            written = await self.store.merge(
+                lambda kept: merge(kept, fresh, now=now, close_after=close_after), since=since
+            )
+        except BackendError as exc:
+            self.error = exc
+            return self.incidents
+        self.error = None
+        self.incidents = [i for i in written if i.ongoing]
+        return self.incidents
+
+    def membership(self) -> dict[str, str]:
+        return membership(self.incidents)
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
