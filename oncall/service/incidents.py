@@ -65,13 +65,18 @@ def observed(
     checked: Mapping[tuple[str, str, frozenset[tuple[str, str]]], Steps],
     scope: Scope,
     group_keys: Mapping[str, str] | None = None,
+    by_rule: Mapping[tuple[str, str], Steps] | None = None,
 ) -> list[Observed]:
     """Each member with the steps of its latest checklist run (keyed by context, alert and
-    labels without `alertname`) and its Alertmanager groupKey (by member key)."""
+    labels without `alertname`; else the run of its rule, `by_rule`, as the app runs one per
+    rule) and its Alertmanager groupKey (by member key)."""
     keys = group_keys or {}
+    rules = by_rule or {}
     out = []
     for seen in members:
         steps = checked.get((seen.context, seen.alert, _plain(seen.labels)))
+        if steps is None:
+            steps = rules.get((seen.context, seen.alert))
         m = seen if seen.key not in keys else replace(seen, group_key=keys[seen.key])
         failing = {} if steps is None else failing_targets(steps, scope)
         out.append(Observed(m, failing, steps is not None))
@@ -113,23 +118,25 @@ class IncidentsView:
             from_settings.redis_client(settings.redis),
             retention_s=settings.incidents.retention,
         )
-        #: The app's own checklist runs: (context, alert, labels) → steps (JSON of results).
-        self.checked: dict[tuple[str, str, frozenset[tuple[str, str]]], Steps] = {}
+        #: The app's own checklist runs, one per rule: (context, alert) → steps (JSON).
+        self.by_rule: dict[tuple[str, str], Steps] = {}
         #: Alertmanager's groupKey of a member (by member key), from serve's notifications.
         self.group_keys: dict[str, str] = {}
         self.incidents: list[Incident] = []
         self.error: BackendError | None = None
 
-    def note_checklist(self, context: str, alert: str, labels: Mapping[str, str],
-                       steps: Steps) -> None:  # fmt: skip
-        """Record a checklist run the app made (its steps as JSON), for the next grouping."""
-        self.checked[(context, alert, _plain(labels))] = list(steps)
+    def note_checklist(self, context: str, alert: str, steps: Steps) -> None:
+        """Record a checklist run the app made for a rule (its steps as JSON): the grouping
+        reads it for the rule's instances that no at-firing verdict covers."""
+        self.by_rule[(context, alert)] = list(steps)
 
     def grouping(self, statuses: Iterable[RuleStatus], verdicts: Iterable[Verdict],
                  now: float) -> list[Incident]:  # fmt: skip
         """This refresh's grouping (pure; in the caller's thread)."""
-        checked = {**verdict_steps(verdicts), **self.checked}
-        found = observed(firing_members(statuses, now), checked, self.scope, self.group_keys)
+        members = firing_members(statuses, now)
+        found = observed(
+            members, verdict_steps(verdicts), self.scope, self.group_keys, self.by_rule
+        )
         return group(found, window=self.settings.incidents.window)
 
     async def update(
