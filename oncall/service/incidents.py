@@ -15,12 +15,12 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from oncall.backends import from_settings
 from oncall.backends.incidents import IncidentStore
-from oncall.errors import BackendError
+from oncall.errors import BackendError, OncallError
 from oncall.incidents.grouping import Observed, group
 from oncall.incidents.merge import merge
 from oncall.incidents.targets import Scope, failing_targets
@@ -29,10 +29,15 @@ from oncall.model.incidents import Incident, Member, member_key
 from oncall.model.verdicts import CHECKED, Verdict
 from oncall.settings import Settings
 
+if TYPE_CHECKING:
+    from oncall.service.verdicts import VerdictReader
+
 #: Instances past which the grouping runs in a thread (below, the hop costs more than it saves).
 THREAD_ABOVE = 200
 #: Verdicts read per refresh: the newest, enough for every instance of a storm.
 VERDICTS_READ = 500
+#: How long a refresh waits for the verdict store: decoration, never a hold.
+VERDICTS_TIMEOUT_S = 2.0
 
 Steps = Sequence[Mapping[str, Any]]
 
@@ -124,6 +129,7 @@ class IncidentsView:
         self.group_keys: dict[str, str] = {}
         self.incidents: list[Incident] = []
         self.error: BackendError | None = None
+        self._reader: VerdictReader | None = None
 
     def note_checklist(self, context: str, alert: str, steps: Steps) -> None:
         """Record a checklist run the app made for a rule (its steps as JSON): the grouping
@@ -171,5 +177,23 @@ class IncidentsView:
     def membership(self) -> dict[str, str]:
         return membership(self.incidents)
 
+    async def after_refresh(self, statuses: list[RuleStatus]) -> list[Incident]:
+        """`update` with the newest at-firing verdicts `oncall serve` stored (none when the
+        verdict store does not answer within VERDICTS_TIMEOUT_S: the app's runs still count)."""
+        return await self.update(statuses, await self._verdicts())
+
+    async def _verdicts(self) -> list[Verdict]:
+        from oncall.service.verdicts import VerdictReader
+
+        if self._reader is None:
+            self._reader = VerdictReader.from_settings(self.settings)
+        try:
+            async with asyncio.timeout(VERDICTS_TIMEOUT_S):
+                return await self._reader.list(limit=VERDICTS_READ)
+        except (TimeoutError, OncallError):
+            return []
+
     async def aclose(self) -> None:
         await self.store.aclose()
+        if self._reader is not None:
+            await self._reader.aclose()
