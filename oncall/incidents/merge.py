@@ -3,8 +3,10 @@ while it lasts, whoever computed it (an app, a serve replica) and in whatever or
 
 Membership is sticky: an instance in an open incident stays in it; the new instances of a
 fresh group join the open incident that holds most of that group's known instances (ties: the
-earliest opened), or make a new one. Two open incidents are never merged, and a closed one
-never reopens: its instance firing again is a new incident. An open incident whose members
+earliest opened), or make a new one. Two open incidents of several alerts are never merged;
+an incident of one alert whose alert now groups with others (its checklist ran after it
+opened) joins theirs, and is closed as "merged into inc-…". A closed incident never reopens:
+its instance firing again is a new incident. An open incident whose members
 have all resolved closes `close_after` after the last resolution. Pure; the store runs it
 inside a Redis transaction (`oncall.backends.incidents.IncidentStore.merge`).
 See `docs/architecture.md` §3.
@@ -49,8 +51,12 @@ def merge(
     open_kept = sorted((i for i in kept if i.ongoing), key=lambda i: (i.opened_at, i.id))
     home = {m.key: inc.id for inc in open_kept for m in inc.members}
     seen: dict[str, Member] = {m.key: m for inc in fresh for m in inc.members}
+    size = {inc.id: len(inc.members) for inc in open_kept}
+    by_id = {inc.id: inc for inc in open_kept}
+    order = {inc.id: n for n, inc in enumerate(open_kept)}
     additions: dict[str, list[Member]] = {}
     explained: dict[str, Incident] = {}
+    moved: dict[str, str] = {}  # incident of one alert → the incident it joins
     new: list[Incident] = []
     for group in fresh:
         known = Counter(home[m.key] for m in group.members if m.key in home)
@@ -58,15 +64,25 @@ def merge(
         if not known:
             new.append(group)
             continue
-        order = {inc.id: n for n, inc in enumerate(open_kept)}
-        target = min(known, key=lambda i: (-known[i], order[i]))
+        # A group of several: the incident holding most of it, a multi-alert one first.
+        target = min(known, key=lambda i: (size[i] < 2, -known[i], order[i]))
         additions.setdefault(target, []).extend(newcomers)
+        for other in sorted(known):
+            if other != target and size[other] == 1 and other not in moved:
+                moved[other] = target
+                (member,) = by_id[other].members
+                additions[target].append(_merged_member(member, seen.get(member.key), now))
         # The explanation of the fresh group that holds most of the incident's instances.
         best = explained.get(target)
         if best is None or len(group.members) > len(best.members):
             explained[target] = group
     out = list(new)
     for inc in open_kept:
+        if inc.id in moved:
+            into = moved[inc.id]
+            extra = {**inc.extra, "merged_into": into}
+            out.append(replace(inc, closed_at=now, explanation=f"merged into {into}", extra=extra))
+            continue
         members = [_merged_member(m, seen.get(m.key), now) for m in inc.members]
         members += additions.get(inc.id, [])
         members.sort(key=lambda m: (m.first_firing, m.key))

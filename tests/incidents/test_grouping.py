@@ -130,12 +130,34 @@ def test_merge_keeps_the_id_as_the_incident_grows_and_closes_it_after_close_afte
     assert len([i for i in again if i.ongoing]) == 1
 
 
-def test_merge_never_joins_two_open_incidents() -> None:
+def test_merge_never_joins_two_open_incidents_of_several_alerts() -> None:
     kv = {VLLM: ("kv_cache",)}
-    one = merge([], group([seen("A", 0, kv)], window=120), now=T0, close_after=300)
-    two = merge(one, group([seen("A", 0, kv), seen("Z", 500, kv)], window=120), now=T0 + 500,
-                close_after=300)  # fmt: skip
-    # Now a bridging instance groups all three: each keeps its home, newcomer joins the first.
-    bridged = group([seen("A", 0, kv), seen("M", 250, kv), seen("Z", 500, kv)], window=300)
-    three = merge(two, bridged, now=T0 + 510, close_after=300)
-    assert sorted(len(i.members) for i in three) == [1, 2]
+    early = group([seen("A", 0, kv), seen("B", 10, kv)], window=120)
+    one = merge([], early, now=T0 + 10, close_after=300)
+    late = group([seen("A", 0, kv), seen("B", 10, kv), seen("Y", 500, kv), seen("Z", 510, kv)],
+                 window=120)  # fmt: skip
+    two = merge(one, late, now=T0 + 510, close_after=300)
+    # A bridging instance now groups all of them: each keeps its home, the newcomer joins the
+    # incident holding most of them (a tie: the earliest opened).
+    bridged = group([seen("A", 0, kv), seen("B", 10, kv), seen("M", 250, kv),
+                     seen("Y", 500, kv), seen("Z", 510, kv)], window=300)  # fmt: skip
+    three = merge(two, bridged, now=T0 + 520, close_after=300)
+    assert sorted(len(i.members) for i in three if i.ongoing) == [2, 3]
+    first = next(i for i in three if i.id == one[0].id)
+    assert [m.alert for m in first.members] == ["A", "B", "M"]
+
+
+def test_an_alert_alone_until_its_checklist_ran_joins_the_others() -> None:
+    kv = {VLLM: ("kv_cache",)}
+    unchecked = Observed(Member("eu", "B", {}, T0 + 10))
+    kept = merge([], group([seen("A", 0, kv), unchecked], window=120), now=T0 + 10,
+                 close_after=300)  # fmt: skip
+    assert len(kept) == 2  # B alone: no checklist has run for it yet
+    b_alone = next(i for i in kept if i.members[0].alert == "B")
+    kept = merge(kept, group([seen("A", 0, kv), seen("B", 10, kv)], window=120),
+                 now=T0 + 20, close_after=300)  # fmt: skip
+    (joined,) = [i for i in kept if i.ongoing]
+    assert [m.alert for m in joined.members] == ["A", "B"]
+    assert joined.explanation == f"grouped: kv_cache fails on {VLLM} in 2 of 2 checklists"
+    merged = next(i for i in kept if i.id == b_alone.id)
+    assert merged.closed_at == T0 + 20 and merged.extra == {"merged_into": joined.id}
