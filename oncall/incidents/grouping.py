@@ -69,15 +69,20 @@ def _split(members: list[Observed], window: float) -> list[list[Observed]]:
 
 
 def _with_target(run: list[Observed], target: str) -> Incident:
+    """The incident of a run on `target`: its cause is the step failing on it most often;
+    the count is the checklists failing on it at all (any step), and the words name up to
+    three of those steps, most frequent first ("kv_cache, kv_fit fail on …")."""
     steps = Counter(step for o in run for step in set(o.failing.get(target, ())))
-    step = min(steps, key=lambda s: (-steps[s], s))
-    count = steps[step]
+    named = sorted(steps, key=lambda s: (-steps[s], s))
+    count = sum(1 for o in run if o.failing.get(target))
     checked = sum(1 for o in run if o.checked)
+    shown = ", ".join(named[:3]) + (", …" if len(named) > 3 else "")
+    verb = "fails" if len(named) == 1 else "fail"
     if len(run) == 1:
-        why = f"alone: {step} fails on {target}, no other alert implicates it"
+        why = f"alone: {shown} {verb} on {target}, no other alert implicates it"
     else:
-        why = f"grouped: {step} fails on {target} in {count} of {checked} checklists"
-    return _incident(run, Cause(step, target, count, checked), why)
+        why = f"grouped: {shown} {verb} on {target} in {count} of {checked} checklists"
+    return _incident(run, Cause(named[0], target, count, checked), why)
 
 
 def _incident(run: list[Observed], cause: Cause | None, why: str) -> Incident:

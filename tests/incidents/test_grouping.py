@@ -161,3 +161,12 @@ def test_an_alert_alone_until_its_checklist_ran_joins_the_others() -> None:
     assert joined.explanation == f"grouped: kv_cache fails on {VLLM} in 2 of 2 checklists"
     merged = next(i for i in kept if i.id == b_alone.id)
     assert merged.closed_at == T0 + 20 and merged.extra == {"merged_into": joined.id}
+
+
+def test_different_steps_failing_on_one_target_are_named_and_counted_once() -> None:
+    found = group([seen("A", 0, {VLLM: ("kv_fit",)}), seen("B", 5, {VLLM: ("kv_cache",)}),
+                   seen("C", 9, {VLLM: ("kv_cache", "kv_fit")})], window=120)  # fmt: skip
+    (incident,) = found
+    assert incident.explanation == f"grouped: kv_cache, kv_fit fail on {VLLM} in 3 of 3 checklists"
+    assert incident.cause is not None and (incident.cause.step, incident.cause.count) == (
+        "kv_cache", 3)  # fmt: skip
