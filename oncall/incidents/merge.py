@@ -15,16 +15,19 @@ See `docs/architecture.md` §3.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import replace
 
 from oncall.model.incidents import Incident, Member
 
 
-def _merged_member(old: Member, new: Member | None, now: float) -> Member:
-    """The kept member updated by what the fresh grouping saw of it (None: it is no longer
-    firing, so it resolved now unless it already had)."""
+def _merged_member(old: Member, new: Member | None, now: float, resolving: set[str]) -> Member:
+    """The kept member updated by what the fresh grouping saw of it (None: not seen; in a
+    context the writer saw whole, it is no longer firing, so it resolved now)."""
     if new is None:
-        return old if old.resolved_at is not None else replace(old, resolved_at=now)
+        if old.resolved_at is not None or old.context not in resolving:
+            return old
+        return replace(old, resolved_at=now)
     return replace(
         old,
         first_firing=min(old.first_firing, new.first_firing),
@@ -44,10 +47,19 @@ def _closed(incident: Incident, close_after: float, now: float) -> Incident:
 
 
 def merge(
-    kept: list[Incident], fresh: list[Incident], *, now: float, close_after: float
+    kept: list[Incident],
+    fresh: list[Incident],
+    *,
+    now: float,
+    close_after: float,
+    seen_contexts: Collection[str] | None = None,
 ) -> list[Incident]:
     """The incidents to write: every kept open incident updated, and the new ones, in id
-    order. `fresh` is the grouping of every instance firing now (or recently resolved)."""
+    order. `fresh` is the grouping of the instances the writer knows of; a kept member of a
+    context in `seen_contexts` that `fresh` lacks has stopped firing (the writer saw every
+    instance of that context: the app's refresh). None: the writer sees only some firings
+    (`oncall serve`'s notifications) and resolves nothing it was not told of."""
+    resolving = set(seen_contexts or ())
     open_kept = sorted((i for i in kept if i.ongoing), key=lambda i: (i.opened_at, i.id))
     home = {m.key: inc.id for inc in open_kept for m in inc.members}
     seen: dict[str, Member] = {m.key: m for inc in fresh for m in inc.members}
@@ -71,7 +83,9 @@ def merge(
             if other != target and size[other] == 1 and other not in moved:
                 moved[other] = target
                 (member,) = by_id[other].members
-                additions[target].append(_merged_member(member, seen.get(member.key), now))
+                additions[target].append(
+                    _merged_member(member, seen.get(member.key), now, resolving)
+                )
         # The explanation of the fresh group that holds most of the incident's instances.
         best = explained.get(target)
         if best is None or len(group.members) > len(best.members):
@@ -83,7 +97,7 @@ def merge(
             extra = {**inc.extra, "merged_into": into}
             out.append(replace(inc, closed_at=now, explanation=f"merged into {into}", extra=extra))
             continue
-        members = [_merged_member(m, seen.get(m.key), now) for m in inc.members]
+        members = [_merged_member(m, seen.get(m.key), now, resolving) for m in inc.members]
         members += additions.get(inc.id, [])
         members.sort(key=lambda m: (m.first_firing, m.key))
         why = explained.get(inc.id)

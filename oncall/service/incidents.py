@@ -163,10 +163,15 @@ class IncidentsView:
             fresh = self.grouping(statuses, verdicts, now)
         close_after = self.settings.incidents.close_after
         since = now - self.settings.incidents.retention
+        # The contexts this refresh saw whole: their instances missing from it have resolved.
+        # A context whose refresh failed (unknown) resolves nothing.
+        whole = {s.context for s in statuses} - {s.context for s in statuses if s.unreachable}
+
+        def fold(kept: list[Incident]) -> list[Incident]:
+            return merge(kept, fresh, now=now, close_after=close_after, seen_contexts=whole)
+
         try:
-            written = await self.store.merge(
-                lambda kept: merge(kept, fresh, now=now, close_after=close_after), since=since
-            )
+            written = await self.store.merge(fold, since=since)
         except BackendError as exc:
             self.error = exc
             return self.incidents

@@ -109,23 +109,29 @@ def test_alertmanager_group_key_groups_instances_without_a_target() -> None:
 def test_merge_keeps_the_id_as_the_incident_grows_and_closes_it_after_close_after() -> None:
     kv = {VLLM: ("kv_cache",)}
     first = group([seen("B", 10, kv)], window=120)
-    kept = merge([], first, now=T0 + 10, close_after=300)
+    kept = merge([], first, now=T0 + 10, close_after=300, seen_contexts={"eu"})
     # An earlier-firing instance whose checklist ran later joins without changing the id.
     grown = group([seen("A", 0, kv), seen("B", 10, kv)], window=120)
     assert grown[0].id != kept[0].id
-    kept = merge(kept, grown, now=T0 + 20, close_after=300)
+    kept = merge(kept, grown, now=T0 + 20, close_after=300, seen_contexts={"eu"})
     assert [i.id for i in kept] == [first[0].id]
     assert [m.alert for m in kept[0].members] == ["A", "B"]
     assert kept[0].opened_at == first[0].opened_at
     # Both stop firing: resolved now, closed only close_after later.
-    kept = merge(kept, [], now=T0 + 30, close_after=300)
+    kept = merge(kept, [], now=T0 + 30, close_after=300, seen_contexts={"eu"})
     assert kept[0].ongoing and all(m.resolved_at == T0 + 30 for m in kept[0].members)
-    kept = merge(kept, [], now=T0 + 329, close_after=300)
+    kept = merge(kept, [], now=T0 + 329, close_after=300, seen_contexts={"eu"})
     assert kept[0].ongoing
-    kept = merge(kept, [], now=T0 + 330, close_after=300)
+    kept = merge(kept, [], now=T0 + 330, close_after=300, seen_contexts={"eu"})
     assert kept[0].closed_at == T0 + 330
     # A closed incident never reopens: the same instance firing again is a new incident.
-    again = merge(kept, group([seen("A", 1000, kv)], window=120), now=T0 + 1000, close_after=300)
+    again = merge(
+        kept,
+        group([seen("A", 1000, kv)], window=120),
+        now=T0 + 1000,
+        close_after=300,
+        seen_contexts={"eu"},
+    )
     assert [i.id for i in again if i.ongoing] != [first[0].id]
     assert len([i for i in again if i.ongoing]) == 1
 
@@ -133,15 +139,15 @@ def test_merge_keeps_the_id_as_the_incident_grows_and_closes_it_after_close_afte
 def test_merge_never_joins_two_open_incidents_of_several_alerts() -> None:
     kv = {VLLM: ("kv_cache",)}
     early = group([seen("A", 0, kv), seen("B", 10, kv)], window=120)
-    one = merge([], early, now=T0 + 10, close_after=300)
+    one = merge([], early, now=T0 + 10, close_after=300, seen_contexts={"eu"})
     late = group([seen("A", 0, kv), seen("B", 10, kv), seen("Y", 500, kv), seen("Z", 510, kv)],
                  window=120)  # fmt: skip
-    two = merge(one, late, now=T0 + 510, close_after=300)
+    two = merge(one, late, now=T0 + 510, close_after=300, seen_contexts={"eu"})
     # A bridging instance now groups all of them: each keeps its home, the newcomer joins the
     # incident holding most of them (a tie: the earliest opened).
     bridged = group([seen("A", 0, kv), seen("B", 10, kv), seen("M", 250, kv),
                      seen("Y", 500, kv), seen("Z", 510, kv)], window=300)  # fmt: skip
-    three = merge(two, bridged, now=T0 + 520, close_after=300)
+    three = merge(two, bridged, now=T0 + 520, close_after=300, seen_contexts={"eu"})
     assert sorted(len(i.members) for i in three if i.ongoing) == [2, 3]
     first = next(i for i in three if i.id == one[0].id)
     assert [m.alert for m in first.members] == ["A", "B", "M"]
@@ -151,11 +157,11 @@ def test_an_alert_alone_until_its_checklist_ran_joins_the_others() -> None:
     kv = {VLLM: ("kv_cache",)}
     unchecked = Observed(Member("eu", "B", {}, T0 + 10))
     kept = merge([], group([seen("A", 0, kv), unchecked], window=120), now=T0 + 10,
-                 close_after=300)  # fmt: skip
+                 close_after=300, seen_contexts={"eu"})  # fmt: skip
     assert len(kept) == 2  # B alone: no checklist has run for it yet
     b_alone = next(i for i in kept if i.members[0].alert == "B")
     kept = merge(kept, group([seen("A", 0, kv), seen("B", 10, kv)], window=120),
-                 now=T0 + 20, close_after=300)  # fmt: skip
+                 now=T0 + 20, close_after=300, seen_contexts={"eu"})  # fmt: skip
     (joined,) = [i for i in kept if i.ongoing]
     assert [m.alert for m in joined.members] == ["A", "B"]
     assert joined.explanation == f"grouped: kv_cache fails on {VLLM} in 2 of 2 checklists"
@@ -170,3 +176,18 @@ def test_different_steps_failing_on_one_target_are_named_and_counted_once() -> N
     assert incident.explanation == f"grouped: kv_cache, kv_fit fail on {VLLM} in 3 of 3 checklists"
     assert incident.cause is not None and (incident.cause.step, incident.cause.count) == (
         "kv_cache", 3)  # fmt: skip
+
+
+def test_a_writer_that_sees_some_firings_resolves_nothing_else() -> None:
+    kv = {VLLM: ("kv_cache",)}
+    kept = merge([], group([seen("A", 0, kv), seen("B", 5, kv)], window=120), now=T0 + 5,
+                 close_after=300, seen_contexts={"eu"})  # fmt: skip
+    # serve was told of C only: A and B stay firing; C joins them.
+    partial = merge(kept, group([seen("A", 0, kv), seen("C", 9, kv)], window=120), now=T0 + 9,
+                    close_after=300)  # fmt: skip
+    (incident,) = partial
+    assert [(m.alert, m.resolved_at) for m in incident.members] == [
+        ("A", None), ("B", None), ("C", None)]  # fmt: skip
+    # An app refresh of another context resolves nothing of "eu" either.
+    other = merge(partial, [], now=T0 + 20, close_after=300, seen_contexts={"us"})
+    assert all(m.resolved_at is None for m in other[0].members)

@@ -22,6 +22,12 @@ def firing(name: str, since: float, **labels: str) -> RuleStatus:
     return RuleStatus(rule=rule, source="prometheus", state="firing", instances=(inst,))
 
 
+def quiet(name: str) -> RuleStatus:
+    """The rule after its alert resolved: inactive, no instance."""
+    rule = AlertRule(name=name, expr="x > 1", group="g", file="f.yaml", line=1, for_s=60)
+    return RuleStatus(rule=rule, source="prometheus", state="inactive", instances=())
+
+
 def verdict(alert: str, kv: str, **labels: str) -> dict[str, Any]:
     return {
         "status": "checked", "context": "", "alert": alert, "ran_at": time.time(),
@@ -65,9 +71,10 @@ async def test_a_refresh_makes_one_incident_and_names_it_for_each_instance(
         stored = {i.id for i in await other.store.recent() if i.ongoing}
         assert stored == {i.id for i in found}
         # The storm is over: resolved now, open until close_after has passed, then closed.
-        still = await view.update([], [], now=now + 1)
+        over = [quiet(s.rule.name) for s in statuses]
+        still = await view.update(over, [], now=now + 1)
         assert len(still) == 2 and all(m.resolved_at == now + 1 for m in still[0].members)
-        assert await view.update([], [], now=now + 61) == []
+        assert await view.update(over, [], now=now + 61) == []
         assert all(i.closed_at == now + 61 for i in await other.store.recent())
     finally:
         await view.aclose()
