@@ -61,7 +61,9 @@ def firing_members(statuses: Iterable[RuleStatus], now: float) -> list[Member]:
                 continue
             since = instance.active_since
             fired = now if since is None else min(now, since + status.rule.for_s)
-            out.append(Member(status.context, status.rule.name, dict(instance.labels), fired))
+            # Without `alertname` (the rule's name already), as serve's firings are.
+            labels = {k: v for k, v in instance.labels.items() if k != "alertname"}
+            out.append(Member(status.context, status.rule.name, labels, fired))
     return out
 
 
@@ -110,7 +112,8 @@ def membership(incidents: Iterable[Incident]) -> dict[str, str]:
 
 
 def instance_key(context: str, alert: str, labels: Mapping[str, str]) -> str:
-    return member_key(context, alert, dict(labels))
+    """The member key of an alert instance (its labels without `alertname`)."""
+    return member_key(context, alert, {k: v for k, v in labels.items() if k != "alertname"})
 
 
 class IncidentsView:

@@ -28,8 +28,8 @@ def rows(app: OncallApp) -> list[list[str]]:
 async def seeded(url: str) -> Incident:
     """The incident another app (or serve) stored: P99 and AIServiceUnavailable, one cause."""
     now = time.time()
-    first = Member("", P99, {"alertname": P99}, now - 100)
-    other = Member("", "AIServiceUnavailable", {"alertname": "AIServiceUnavailable"}, now - 90)
+    first = Member("", P99, {}, now - 100)  # labels without alertname, as the app's
+    other = Member("", "AIServiceUnavailable", {}, now - 90)
     incident = Incident(
         incident_id(first), now - 100, (first, other),
         Cause("kv_cache", "Deployment ai/vllm", 2, 2), WHY,
