@@ -104,3 +104,26 @@ def failing_targets(steps: Sequence[Mapping[str, Any]], scope: Scope) -> dict[st
         if target is not None:
             found.setdefault(target, []).append(_text(step.get("id")))
     return {target: tuple(ids) for target, ids in found.items()}
+
+
+def vllm_alias(deployments: Iterable[str]) -> dict[str, str]:
+    """ "vLLM servers in NS" → "Deployment NS/NAME" when the checklists of this grouping read
+    exactly one vLLM Deployment in NS: a checklist without a Deployment step measured the
+    same servers. Several Deployments in NS: no alias (which one is not known)."""
+    by_namespace: dict[str, set[str]] = {}
+    for deployment in deployments:
+        namespace = deployment.removeprefix("Deployment ").split("/", 1)[0]
+        by_namespace.setdefault(namespace, set()).add(deployment)
+    return {f"vLLM servers in {ns}": next(iter(found))
+            for ns, found in by_namespace.items() if len(found) == 1}  # fmt: skip
+
+
+def aliased(
+    failing: Mapping[str, tuple[str, ...]], aliases: Mapping[str, str]
+) -> dict[str, tuple[str, ...]]:
+    """`failing` with its targets renamed by `aliases`, the steps of merged targets joined."""
+    out: dict[str, tuple[str, ...]] = {}
+    for target, steps in failing.items():
+        name = aliases.get(target, target)
+        out[name] = tuple(dict.fromkeys((*out.get(name, ()), *steps)))
+    return out

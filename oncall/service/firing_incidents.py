@@ -19,12 +19,18 @@ from oncall.backends import from_settings
 from oncall.backends.alertmanager import parse_time
 from oncall.backends.incidents import IncidentStore
 from oncall.errors import BackendError
-from oncall.incidents.grouping import Observed, group
+from oncall.incidents.grouping import group
 from oncall.incidents.merge import merge
-from oncall.incidents.targets import failing_targets
 from oncall.model.incidents import Incident, Member
 from oncall.model.verdicts import CHECKED, Firing, Verdict
-from oncall.service.incidents import THREAD_ABOVE, scope_of
+from oncall.service.incidents import (
+    THREAD_ABOVE,
+    Steps,
+    member_context,
+    observed,
+    plain_labels,
+    scope_of,
+)
 from oncall.settings import Settings
 
 log = logging.getLogger("oncall.serve")
@@ -32,12 +38,14 @@ log = logging.getLogger("oncall.serve")
 KEEP = 5000
 
 
-def firing_member(firing: Firing) -> Member:
-    """The firing as an incident member: labels without `alertname` (as the app's), first
-    firing at Alertmanager's `startsAt` (its receipt when that cannot be read)."""
+def firing_member(settings: Settings, firing: Firing) -> Member:
+    """The firing as an incident member, named as the app names it: labels without
+    `alertname`, the context as `member_context` says; first firing at Alertmanager's
+    `startsAt` (its receipt when that cannot be read)."""
     labels = {k: v for k, v in firing.labels.items() if k != "alertname"}
     started = parse_time(firing.starts_at) or firing.received_at or time.time()
-    return Member(firing.context, firing.alert, labels, started, None, firing.group_key)
+    context = member_context(settings, firing.context)
+    return Member(context, firing.alert, labels, started, None, firing.group_key)
 
 
 class FiringIncidents:
@@ -49,33 +57,31 @@ class FiringIncidents:
         self.store = store or IncidentStore(
             from_settings.redis_client(settings.redis), retention_s=settings.incidents.retention
         )
-        self._seen: dict[str, Observed] = {}  # by member key, oldest first
+        #: The firings, by member key (oldest first), each with its checklist's steps (None:
+        #: not checked, e.g. a resolution serve never saw fire).
+        self._seen: dict[str, tuple[Member, Steps | None]] = {}
         self.errors = 0
 
     async def checked(self, firing: Firing, verdict: Verdict) -> list[Incident]:
         """A firing's verdict is in: group it with the others and fold them into the store."""
-        member = firing_member(firing)
+        member = firing_member(self.settings, firing)
         checked = verdict.get("status") == CHECKED
-        steps = list(verdict.get("steps") or []) if checked else []
-        failing = failing_targets(steps, self.scope) if checked else {}
+        steps: Steps | None = list(verdict.get("steps") or []) if checked else None
         self._seen.pop(member.key, None)
-        self._seen[member.key] = Observed(member, failing, checked)
+        self._seen[member.key] = (member, steps)
         return await self._fold()
 
     async def resolved(self, firing: Firing) -> list[Incident]:
-        member = firing_member(firing)
-        known = self._seen.get(member.key)
-        ended = time.time()
-        if known is None:
-            self._seen[member.key] = Observed(replace(member, resolved_at=ended))
-        else:
-            self._seen[member.key] = replace(known, member=replace(known.member, resolved_at=ended))
+        """A resolution serve was told of: its member resolved now."""
+        member = firing_member(self.settings, firing)
+        known, steps = self._seen.get(member.key, (member, None))
+        self._seen[member.key] = (replace(known, resolved_at=time.time()), steps)
         return await self._fold()
 
     def _prune(self, now: float) -> None:
         horizon = now - self.settings.incidents.window - self.settings.incidents.close_after
-        for key, o in list(self._seen.items()):
-            if o.member.resolved_at is not None and o.member.resolved_at < horizon:
+        for key, (member, _) in list(self._seen.items()):
+            if member.resolved_at is not None and member.resolved_at < horizon:
                 del self._seen[key]
         while len(self._seen) > KEEP:
             del self._seen[next(iter(self._seen))]
@@ -83,12 +89,15 @@ class FiringIncidents:
     async def _fold(self) -> list[Incident]:
         now = time.time()
         self._prune(now)
-        observed = list(self._seen.values())
+        members = [member for member, _ in self._seen.values()]
+        checked = {(m.context, m.alert, plain_labels(m.labels)): steps
+                   for m, steps in self._seen.values() if steps is not None}  # fmt: skip
+        found = observed(members, checked, self.scope)
         window = self.settings.incidents.window
-        if len(observed) > THREAD_ABOVE:
-            fresh = await asyncio.to_thread(group, observed, window=window)
+        if len(found) > THREAD_ABOVE:
+            fresh = await asyncio.to_thread(group, found, window=window)
         else:
-            fresh = group(observed, window=window)
+            fresh = group(found, window=window)
         close_after = self.settings.incidents.close_after
 
         def fold(kept: list[Incident]) -> list[Incident]:

@@ -23,7 +23,13 @@ from oncall.backends.incidents import IncidentStore
 from oncall.errors import BackendError, OncallError
 from oncall.incidents.grouping import Observed, group
 from oncall.incidents.merge import merge
-from oncall.incidents.targets import Scope, failing_targets
+from oncall.incidents.targets import (
+    Scope,
+    aliased,
+    failing_targets,
+    vllm_alias,
+    vllm_deployment,
+)
 from oncall.model.alerts import RuleStatus
 from oncall.model.incidents import Incident, Member, member_key
 from oncall.model.verdicts import CHECKED, Verdict
@@ -48,7 +54,14 @@ def scope_of(settings: Settings) -> Scope:
     return Scope(settings.kubernetes.namespace, f"{parts.hostname}:{parts.port or 6379}")
 
 
-def _plain(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+def member_context(settings: Settings, context: str) -> str:
+    """The context an incident member carries: "" with one context (no `contexts:`), as the
+    app's alerts carry it, whatever `context.name` says; the context's name otherwise. So the
+    app and a serve replica of the same cluster name an instance alike."""
+    return context if settings.contexts else ""
+
+
+def plain_labels(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
     return frozenset((k, v) for k, v in labels.items() if k != "alertname")
 
 
@@ -79,26 +92,35 @@ def observed(
     rule) and its Alertmanager groupKey (by member key)."""
     keys = group_keys or {}
     rules = by_rule or {}
-    out = []
+    found: list[tuple[Member, Steps | None]] = []
     for seen in members:
-        steps = checked.get((seen.context, seen.alert, _plain(seen.labels)))
+        steps = checked.get((seen.context, seen.alert, plain_labels(seen.labels)))
         if steps is None:
             steps = rules.get((seen.context, seen.alert))
         m = seen if seen.key not in keys else replace(seen, group_key=keys[seen.key])
-        failing = {} if steps is None else failing_targets(steps, scope)
+        found.append((m, steps))
+    # The vLLM Deployments these checklists read: a vLLM step of a checklist that reads none
+    # implicates the one of its namespace (`vllm_alias`).
+    deployments = {d for _, steps in found if steps is not None
+                   if (d := vllm_deployment(steps, scope)) is not None}  # fmt: skip
+    aliases = vllm_alias(deployments)
+    out = []
+    for m, steps in found:
+        failing = {} if steps is None else aliased(failing_targets(steps, scope), aliases)
         out.append(Observed(m, failing, steps is not None))
     return out
 
 
 def verdict_steps(
-    verdicts: Iterable[Verdict],
+    verdicts: Iterable[Verdict], settings: Settings
 ) -> dict[tuple[str, str, frozenset[tuple[str, str]]], Steps]:
     """The steps of the newest checked verdict of each firing (context, alert, labels)."""
     newest: dict[tuple[str, str, frozenset[tuple[str, str]]], tuple[float, Steps]] = {}
     for v in verdicts:
         if v.get("status") != CHECKED or v.get("resolved_at"):
             continue
-        key = (str(v.get("context") or ""), str(v.get("alert")), _plain(v.get("labels") or {}))
+        context = member_context(settings, str(v.get("context") or ""))
+        key = (context, str(v.get("alert")), plain_labels(v.get("labels") or {}))
         ran = float(v.get("ran_at") or 0.0)
         if key not in newest or newest[key][0] < ran:
             newest[key] = (ran, list(v.get("steps") or []))
@@ -144,7 +166,11 @@ class IncidentsView:
         """This refresh's grouping (pure; in the caller's thread)."""
         members = firing_members(statuses, now)
         found = observed(
-            members, verdict_steps(verdicts), self.scope, self.group_keys, self.by_rule
+            members,
+            verdict_steps(verdicts, self.settings),
+            self.scope,
+            self.group_keys,
+            self.by_rule,
         )
         return group(found, window=self.settings.incidents.window)
 

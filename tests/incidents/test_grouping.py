@@ -12,6 +12,7 @@ from oncall.incidents.grouping import Observed, group
 from oncall.incidents.merge import merge
 from oncall.incidents.targets import Scope, failing_targets, step_target
 from oncall.model.incidents import Member
+from oncall.service.incidents import observed
 
 T0 = 1_800_000_000.0
 VLLM = "Deployment ai/vllm"
@@ -191,3 +192,24 @@ def test_a_writer_that_sees_some_firings_resolves_nothing_else() -> None:
     # An app refresh of another context resolves nothing of "eu" either.
     other = merge(partial, [], now=T0 + 20, close_after=300, seen_contexts={"us"})
     assert all(m.resolved_at is None for m in other[0].members)
+
+
+def test_a_vllm_step_without_a_deployment_step_implicates_the_one_deployment_read() -> None:
+    with_deployment = Member("eu", "LLMHighP99Latency", {}, T0)
+    without = Member("eu", "LatencyP95High", {}, T0 + 5)
+    checked: dict[tuple[str, str, frozenset[tuple[str, str]]], list[dict[str, Any]]] = {
+        ("eu", "LLMHighP99Latency", frozenset()): kv_checklist(),
+        ("eu", "LatencyP95High", frozenset()): [step("vllm_queue", "vllm.rates")],
+    }
+    found = observed([with_deployment, without], checked, SCOPE)
+    assert [dict(o.failing) for o in found] == [{VLLM: ("kv_cache",)}, {VLLM: ("vllm_queue",)}]
+    (incident,) = group(found, window=120)
+    assert (
+        incident.explanation == f"grouped: kv_cache, vllm_queue fail on {VLLM} in 2 of 2 checklists"
+    )
+    # Two vLLM Deployments read in the namespace: which one is not known, no alias.
+    other = [step("deployment", "kube.deployment", "ok", name="vllm-b"), step("x", "vllm.rates")]
+    third = Member("eu", "VllmTTFTP99High", {}, T0 + 7)
+    checked[("eu", "VllmTTFTP99High", frozenset())] = other
+    found = observed([with_deployment, without, third], checked, SCOPE)
+    assert dict(found[1].failing) == {"vLLM servers in ai": ("vllm_queue",)}
