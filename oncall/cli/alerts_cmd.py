@@ -47,6 +47,7 @@ from oncall.model.matchers import MatcherError, Selection, parse_selection, stat
 from oncall.redaction import redact
 from oncall.service.acks import AckView
 from oncall.service.alerts import AlertsReport, alert_engine
+from oncall.service.incidents import IncidentsView, instance_key
 from oncall.service.liveness import LivenessView
 from oncall.service.routing import alertmanager_view
 
@@ -147,13 +148,19 @@ def rule_routing_json(r: RuleRouting | None) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
-def _instance(i: Any) -> dict[str, Any]:
+def _instance(i: Any, incident: str | None = None) -> dict[str, Any]:
     return {
         "state": i.state, "labels": i.labels, "value": i.value, "active_since": i.active_since,
         "fires_in_s": i.fires_in_s, "firing_for_s": i.firing_for_s,
         "last_evaluation": i.last_evaluation, "stale_since": i.stale_since, "error": i.error,
-        "alertmanager": routing_json(i.routing),
+        "alertmanager": routing_json(i.routing), "incident": incident,
     }  # fmt: skip
+
+
+def _incidents_of(report: AlertsReport, s: RuleStatus) -> list[str | None]:
+    """Each instance's open incident (`AlertsReport.incidents`), None when in none."""
+    return [report.incidents.get(instance_key(s.context, s.rule.name, i.labels))
+            for i in s.instances]  # fmt: skip
 
 
 def render_json(report: AlertsReport) -> str:
@@ -180,7 +187,12 @@ def render_json(report: AlertsReport) -> str:
             "labels": s.rule.labels,
             "annotations": s.rule.annotations,
             "file": f"{s.rule.file}:{s.rule.line}" if s.rule.line else s.rule.file,
-            "instances": [_instance(i) for i in s.instances],
+            "instances": [
+                _instance(i, incident)
+                for i, incident in zip(s.instances, _incidents_of(report, s), strict=True)
+            ],
+            # The first incident of its instances: which incident the alert is part of.
+            "incident": next((i for i in _incidents_of(report, s) if i), None),
             "alertmanager": rule_routing_json(s.routing),
             "liveness": None
             if s.liveness is None
@@ -234,16 +246,20 @@ async def _run(args: argparse.Namespace) -> int:
     view = alertmanager_view(settings, grace=None)
     # The acknowledgements are shown beside Alertmanager's routing, when there is one.
     acks = AckView.from_settings(settings, grace=None) if view.enabled else None
+    # The grouping runs after each refresh here too: the JSON names each instance's incident.
+    incidents = IncidentsView(settings)
     try:
         async with alert_engine(settings) as engine:
             liveness = LivenessView(engine.prom, every_s=settings.alerts.liveness, wait=True)
             try:
                 return await _loop(
-                    args, settings, engine, view, selection, acks=acks, liveness=liveness
-                )
+                    args, settings, engine, view, selection, acks=acks, liveness=liveness,
+                    incidents=incidents,
+                )  # fmt: skip
             finally:
                 await liveness.aclose()
     finally:
+        await incidents.aclose()
         await view.aclose()
         if acks is not None:
             await acks.aclose()
@@ -258,6 +274,7 @@ async def _loop(
     *,
     acks: AckView | None = None,
     liveness: LivenessView | None = None,
+    incidents: IncidentsView | None = None,
 ) -> int:
     while True:
         now = time.time()
@@ -271,6 +288,10 @@ async def _loop(
         if liveness is not None and engine.error is None and not any(s.unreachable for s in every):
             every = await liveness.annotate(every)
         statuses = [s for s in every if status_matches(selection, s)]
+        membership: dict[str, str] = {}
+        if incidents is not None and engine.error is None:
+            await incidents.after_refresh(every)  # every rule: the filter shows, not groups
+            membership = incidents.membership()
         # Without Prometheus' rules the ones only it has are missing (when any are listed).
         listing = engine.error is not None and engine.from_prometheus is not None
         error = str(engine.error) if listing else None
@@ -278,7 +299,7 @@ async def _loop(
         am_url = settings.alertmanager.url
         report = AlertsReport(
             statuses, now, settings.prometheus.url, am_url, warnings=tuple(engine.warnings),
-            error=error,
+            error=error, incidents=membership,
         )  # fmt: skip
         text = render_json(report) if args.output == "json" else render_table(report)
         if args.watch and sys.stdout.isatty():

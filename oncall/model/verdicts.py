@@ -35,6 +35,8 @@ class Firing:
     ends_at: str = ""
     generator_url: str = ""
     received_at: float = 0.0  # epoch s, when serve received the notification
+    #: Alertmanager's groupKey of the notification that carried it (incidents group by it).
+    group_key: str = ""
 
     @property
     def key(self) -> str:

@@ -102,6 +102,7 @@ def parse(body: bytes, *, context: str, received_at: float) -> Parsed:
                 ends_at=alert.endsAt,
                 generator_url=alert.generatorURL,
                 received_at=received_at,
+                group_key=note.groupKey,
             )
         )
     return parsed

@@ -29,6 +29,7 @@ from oncall.model.verdicts import CHECKED, OVERLOADED, Firing, Verdict
 from oncall.probes.context import ProbeContext
 from oncall.serve.metrics import ServeMetrics
 from oncall.serve.notify import Notifier
+from oncall.service.firing_incidents import FiringIncidents
 from oncall.service.verdicts import VerdictStore, base_verdict, check_firing, runbook_of
 from oncall.settings import Settings
 
@@ -69,6 +70,8 @@ class Pool:
         self._lookups: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, Path | None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.ctx = ProbeContext(settings)
+        #: The firings checked here, grouped into the team's incidents (with their groupKey).
+        self.incidents = FiringIncidents(settings)
 
     # -- the receiver's side: answers at once -------------------------------------------------
 
@@ -122,6 +125,7 @@ class Pool:
         except BackendError as exc:
             self.metrics.store_errors.inc()
             log.warning("resolution of %s not recorded: %s", firing.alert, exc)
+        await self.incidents.resolved(firing)
 
     # -- the workers --------------------------------------------------------------------------
 
@@ -204,6 +208,7 @@ class Pool:
         )
         self.metrics.duration.observe(time.perf_counter() - started)
         await self._keep(verdict)
+        await self.incidents.checked(firing, verdict)  # a Redis error is logged, not raised
         if claimed:
             with contextlib.suppress(BackendError):
                 await self.store.release(firing.key, self.replica)
@@ -298,4 +303,5 @@ class Pool:
                 await task
         await self.notifier.aclose()
         await self.ctx.aclose()
+        await self.incidents.aclose()
         await self.store.aclose()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from glob import glob
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,6 +96,8 @@ class AlertsReport:
     warnings: tuple[str, ...] = ()
     #: Why Prometheus' rules could not be read (`BackendError` text), None when they were.
     error: str | None = None
+    #: Firing instance (`oncall.service.incidents.instance_key`) → its open incident's id.
+    incidents: dict[str, str] = field(default_factory=dict)
 
     @property
     def firing(self) -> bool:

@@ -255,6 +255,23 @@ class AuditSettings(Section):
     )
 
 
+class IncidentsSettings(Section):
+    """How alert instances are grouped into incidents (docs/architecture.md §3)."""
+
+    window: Duration = Field(
+        300.0,
+        gt=0,
+        description="Alerts firing within this time of each other and failing on the same "
+        "target are one incident.",
+    )
+    close_after: Duration = Field(
+        900.0, ge=0, description="An incident closes when all its alerts have resolved this long."
+    )
+    retention: Duration = Field(
+        30 * 86400.0, gt=0, description="How long Redis keeps an incident after its last change."
+    )
+
+
 class GuardsSettings(Section):
     rate_limit_actions: int = Field(
         3, ge=1, le=10_000, description="Actions allowed per target per window."
@@ -368,6 +385,7 @@ class Settings(Section):
     degradation: DegradationSettings = Field(default_factory=DegradationSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     guards: GuardsSettings = Field(default_factory=GuardsSettings)
+    incidents: IncidentsSettings = Field(default_factory=IncidentsSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     read_only: bool = Field(False, description="Refuse every remediation; reading only.")

@@ -39,12 +39,14 @@ from oncall.tui import contexts_view
 from oncall.tui.app_commands import ScreenActions
 from oncall.tui.board import BoardScreen
 from oncall.tui.collector import TICK_S, CollectorPacing
+from oncall.tui.incident_feed import IncidentFeed
 from oncall.tui.messages import (
     AlertsFailed,
     AlertsRefreshed,
     ChecklistEnded,
     ChecklistProgress,
     HistoryRefreshed,
+    IncidentsGrouped,
     OpenIncident,
     RefreshAlerts,
     RerunChecklist,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
 
     from oncall.service.audit_view import AuditSource
     from oncall.service.charts import ChartSource
+    from oncall.service.incidents import IncidentsView
     from oncall.service.remediation import RemediationRunner
     from oncall.service.verdicts import AtFiringVerdicts
     from oncall.tui.commands import OncallCommands
@@ -108,6 +111,7 @@ class OncallApp(ScreenActions):
         audit_source: AuditSource | None = None,
         remediation_runner: RemediationRunner | None = None,
         verdict_source: AtFiringVerdicts | None = None,
+        incident_source: IncidentsView | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
@@ -127,6 +131,8 @@ class OncallApp(ScreenActions):
         #: `oncall serve`'s at-firing verdicts (made on first use: the first frame needs none).
         self._verdict_source = verdict_source
         self._verdicts_running = False
+        #: The grouping of firing alerts into the team's incidents, after each refresh.
+        self.incident_feed = IncidentFeed(settings, incident_source)
         self.clock = clock
         self.book = AlertBook(
             auto_run_states=AUTO_RUN_STATES[settings.runbooks.auto_run],
@@ -217,6 +223,7 @@ class OncallApp(ScreenActions):
     async def on_unmount(self) -> None:
         self.collector.uninstall()
         closers = [source.aclose for source in self.alerts_sources.values()]
+        closers.append(self.incident_feed.aclose)
         if self._verdict_source is not None:
             closers.append(self._verdict_source.aclose)
         for closer in (*closers, self.checklists.aclose):
@@ -332,6 +339,7 @@ class OncallApp(ScreenActions):
         self.repaint()
         self._ask_history(message.at)
         self._ask_verdicts(message.at)
+        self.incident_feed.ask(self, book, self.post_message)
         self._warm_up_once()
 
     def _ask_history(self, now: float) -> None:
@@ -356,6 +364,10 @@ class OncallApp(ScreenActions):
         self.book.at_firing.update(message.verdicts)
         self.repaint()
 
+    def on_incidents_grouped(self, message: IncidentsGrouped) -> None:
+        self.book.incidents = message.incidents
+        self.repaint()
+
     def on_alerts_failed(self, message: AlertsFailed) -> None:
         if message.context is None:
             self.book.refresh_error = message.error
@@ -376,6 +388,7 @@ class OncallApp(ScreenActions):
             return  # a replaced run's last word
         run.finished_at = self.clock()
         run.error, run.error_short = message.error, message.error_short
+        self.incident_feed.checklist_ended(message.alert, run.ordered_results())
         self._start_due()
         self.repaint(message.alert)
 

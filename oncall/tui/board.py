@@ -21,7 +21,7 @@ from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.redaction import redact, terminal_safe
 from oncall.settings import Settings
-from oncall.tui import contexts_view
+from oncall.tui import board_incidents, contexts_view
 from oncall.tui.banner import ContextBanner, banners
 from oncall.tui.board_table import CellBatchTable, CellChange
 from oncall.tui.format import (
@@ -168,6 +168,7 @@ class BoardScreen(Screen[None]):
         Binding("s", "silence", "Silence", show=False, id="board.silence"),
         Binding("a", "acknowledge", "Acknowledge", show=False, id="board.acknowledge"),
         Binding("escape", "back", "Clear filter", show=False, id="board.back"),
+        Binding("space", "expand", "Expand incident", show=False, id="board.expand"),
     ]
 
     def __init__(self, settings: Settings, book: AlertBook, clock: Callable[[], float]) -> None:
@@ -186,6 +187,8 @@ class BoardScreen(Screen[None]):
         self._routing = any(key == ROUTING_COLUMN[0] for key, _ in self.columns)
         self._contexts = any(key == "context" for key, _ in self.columns)
         self.view: str | None = None
+        #: The incident rows shown expanded to their alerts (oncall.tui.board_incidents).
+        self.expanded: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
@@ -262,7 +265,30 @@ class BoardScreen(Screen[None]):
     def rows(self) -> list[tuple[str, tuple[Cell, ...]]]:
         """The rows shown now, in order, as data (the tests read these)."""
         now = self.clock()
-        return [(s.key, self.cells(s, now)) for s in self.book.ordered() if self.matches(s)]
+        shown = [s for s in self.book.ordered() if self.matches(s)]
+        rows = board_incidents.arrange(
+            shown,
+            self.book.incidents,
+            self.expanded,
+            filtering=bool(self.filter),
+            every=set(self.book.statuses),
+        )
+        out = []
+        for key, status, incident in rows:
+            if status is not None:
+                cells = self.cells(status, now)
+                out.append((key, cells if incident is None else self._member(cells)))
+            elif incident is not None:
+                members = board_incidents.rules_of(incident, shown)
+                open_ = bool(self.filter) or incident.id in self.expanded
+                cells = board_incidents.incident_cells(
+                    incident, members, self.columns, now, expanded=open_
+                )
+                out.append((key, cells))
+        return out
+
+    def _member(self, cells: tuple[Cell, ...]) -> tuple[Cell, ...]:
+        return board_incidents.as_member(cells, self.columns)
 
     def show(self) -> None:
         """Bring the table and the status line up to date with the book."""
@@ -272,7 +298,7 @@ class BoardScreen(Screen[None]):
         rows = self.rows()
         keys = [key for key, _ in rows]
         if keys != self._keys:
-            selected = self.selected_alert()
+            selected = cursor_key(table)  # an incident row's key too
             table.clear()
             for key, cells in rows:
                 table.add_row(*(self._text(c) for c in cells), key=key)
@@ -347,19 +373,33 @@ class BoardScreen(Screen[None]):
         return styled(self.app, text, colour, bold=bold)
 
     def selected_alert(self) -> str | None:
-        return cursor_key(self.query_one("#alerts", DataTable))
+        """The highlighted alert's key; None on an incident row (its keys act on alerts)."""
+        key = cursor_key(self.query_one("#alerts", DataTable))
+        return None if board_incidents.incident_of(key) is not None else key
 
     # -- actions ---------------------------------------------------------------------------
 
     def action_open(self) -> None:
-        alert = self.selected_alert()
-        if alert is not None:
-            self.post_message(OpenIncident(alert))
+        self._open(cursor_key(self.query_one("#alerts", DataTable)))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if isinstance(event.row_key.value, str):
-            self.post_message(OpenIncident(event.row_key.value))
+            self._open(event.row_key.value)
+
+    def _open(self, key: str | None) -> None:
+        """`enter`: an alert's incident screen; on an incident row, expand or fold it."""
+        if board_incidents.incident_of(key) is not None:
+            self.action_expand()
+        elif key is not None:
+            self.post_message(OpenIncident(key))
+
+    def action_expand(self) -> None:
+        """`space`: show (or fold) the alerts of the highlighted incident row."""
+        found = board_incidents.incident_of(cursor_key(self.query_one("#alerts", DataTable)))
+        if found is not None:
+            self.expanded ^= {found}
+            self.show()
 
     def action_rerun(self) -> None:
         self.post_message(RefreshAlerts())

@@ -85,3 +85,10 @@ class RerunChecklist(Message):
 @dataclass
 class RefreshAlerts(Message):
     """The user asked for alert states now rather than at the next refresh."""
+
+
+@dataclass
+class IncidentsGrouped(Message):
+    """The team's open incidents after a grouping (oncall/model/incidents.py)."""
+
+    incidents: list[Any]

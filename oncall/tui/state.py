@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         StepStarted,
         StepStatus,
     )
+    from oncall.model.incidents import Incident
 
 #: An alert's checklist starts by itself at most this often (setting `runbooks.auto_run_every`).
 #: It runs when the alert becomes firing; an alert that flaps (firing → pending → firing)
@@ -143,6 +144,8 @@ class AlertBook:
     #: The verdict `oncall serve` stored when each firing alert fired (oncall/model/verdicts.py).
     at_firing: dict[str, dict[str, Any]] = field(default_factory=dict)
     verdicts_asked: dict[str, float] = field(default_factory=dict)
+    #: The team's open incidents as of the latest grouping (oncall.service.incidents).
+    incidents: list[Incident] = field(default_factory=list)
 
     def verdicts_wanted(self, now: float, every_s: float = VERDICT_ASK_EVERY_S) -> list[str]:
         """Firing alerts without an at-firing verdict yet, not asked for in `every_s`: serve
