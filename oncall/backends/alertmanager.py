@@ -29,11 +29,11 @@ from typing import Any, TypeVar
 
 import httpx
 
-from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, status_reason
 from oncall.backends.json_slices import array_items
 from oncall.errors import BackendError
 from oncall.model.alertmanager import AmAlert, AmStateName, Silence, SilenceMatcher
+from oncall.runtime import collector_paused
 
 BACKEND = "alertmanager"
 T = TypeVar("T")
@@ -281,7 +281,7 @@ class AlertmanagerClient(HttpBackend):
         5,000 alerts are 2.4 MB: received on the event loop, decoded and parsed in a worker
         thread, so the loop runs meanwhile; one alert at a time (one decode call each:
         `json_slices`), so no call holds the interpreter lock for long and each decoded alert
-        is freed before the next, with the collector paused (`gc_pause`)."""
+        is freed before the next, with the collector paused (`oncall.runtime`)."""
         response = await self._send("GET", path, params)
         return await asyncio.to_thread(self._parsed, response, parse, what)
 

@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 import httpx
 
 from oncall.backends.answer_size import AnswerTooLarge
-from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, decoded_in_thread, status_reason
 from oncall.model.metrics import Sample, Series
+from oncall.runtime import collector_paused
 
 BACKEND = "prometheus"
 T = TypeVar("T")
@@ -201,7 +201,7 @@ class PrometheusClient(HttpBackend):
         self, build: Callable[[list[dict[str, Any]]], T], *, kind: str | None = None
     ) -> T:
         """`build(await self.rules(kind=kind))`, `build` run in the decoding's worker thread
-        and both with the collector paused (`gc_pause`): the decoded answer is freed before
+        and both with the collector paused (`oncall.runtime`): the decoded answer is freed before
         any collection walks it, and what `build` keeps is walked once, after."""
         params = {"type": kind} if kind else None
         self.requests += 1

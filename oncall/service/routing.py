@@ -25,7 +25,6 @@ from dataclasses import replace
 
 from oncall.backends import from_settings
 from oncall.backends.alertmanager import AlertmanagerClient
-from oncall.backends.gc_pause import collector_paused
 from oncall.errors import BackendError
 from oncall.model.alertmanager import (
     AmAlert,
@@ -36,6 +35,7 @@ from oncall.model.alertmanager import (
     Silence,
 )
 from oncall.model.alerts import AlertInstance, RuleStatus, failure_reason
+from oncall.runtime import collector_paused
 from oncall.service.refresh_read import RefreshRead
 from oncall.settings import Settings
 
@@ -98,7 +98,7 @@ class AlertmanagerView(RefreshRead[AmSnapshot]):
         snapshot = await self.latest()
         # 5,000 firing instances are tens of ms of joining: in a worker thread, so the event
         # loop runs meanwhile (`route` reads its arguments only; both are done, frozen values),
-        # the collector paused for the thousands of copies it makes (`gc_pause`).
+        # the collector paused for the thousands of copies it makes (`oncall.runtime`).
         retired, self._routed = self._routed, []
         routed = await asyncio.to_thread(_route_paused, statuses, snapshot, retired)
         self._routed = list(routed)

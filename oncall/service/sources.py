@@ -14,7 +14,6 @@ does not need.
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Protocol
@@ -184,20 +183,17 @@ class LiveChecklists:
         scripts/bench/tui.py), and every later one would walk them again. Module objects live
         as long as the process anyway.
 
-        The pause is `collector_paused`'s, counted with the refreshes' own: a plain
+        The pause is `oncall.runtime.frozen_after`'s, counted with the refreshes' own: a plain
         `gc.disable()`/`gc.enable()` pair here turned the collector on again in the middle of
         a refresh that had paused it (this runs in a thread, beside the refresh loops), and
         a refresh ending meanwhile turned it on in the middle of these imports.
         """
-        from oncall.backends.gc_pause import collector_paused
         from oncall.backends.kube import KubeReader
+        from oncall.runtime import frozen_after
 
-        with collector_paused():
-            try:
-                _import_checklist_machinery()
-                KubeReader.import_client()
-            finally:
-                gc.freeze()
+        with frozen_after():
+            _import_checklist_machinery()
+            KubeReader.import_client()
 
     async def aclose(self) -> None:
         ctx, self._ctx = self._ctx, None

@@ -25,12 +25,12 @@ from oncall.alerts.engine import AlertEngine
 from oncall.alerts.prom_source import instances_of, parse_time
 from oncall.alerts.remote_rules import deployed_by_key, merged
 from oncall.backends.alertmanager import AlertmanagerClient, parse_alert
-from oncall.backends.gc_pause import collector_paused, paused
 from oncall.backends.json_slices import array_items
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
 from oncall.model.alerts import AlertRule, RuleStatus
 from oncall.model.matchers import Selection
+from oncall.runtime import collector_paused, paused
 from oncall.service.contexts import ContextAlerts
 from oncall.service.sources import AlertsSource, LiveChecklists
 from oncall.settings import Settings
