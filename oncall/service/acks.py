@@ -12,19 +12,17 @@ it removed (HDEL, housekeeping of the hash alone), so the next firing starts una
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from oncall.alerts.join import ACTIVE_STATES, AckRead, with_ack
 from oncall.backends import from_settings
 from oncall.backends.acks import AckStore
 from oncall.errors import BackendError
-from oncall.model.alertmanager import Acknowledgement, RuleRouting
+from oncall.model.alertmanager import Acknowledgement
 from oncall.model.alerts import RuleStatus
 from oncall.service.refresh_read import RefreshRead
 from oncall.settings import Settings
 
-#: The states an acknowledgement is shown in; in any other the alert has resolved.
-ACTIVE_STATES = ("firing", "pending")
-Read = dict[str, Acknowledgement] | BackendError
+Read = AckRead
+__all__ = ["ACTIVE_STATES", "AckView", "Read", "with_ack"]
 
 
 class AckView(RefreshRead[Read]):
@@ -72,14 +70,3 @@ class AckView(RefreshRead[Read]):
     async def aclose(self) -> None:
         await super().aclose()
         await self.store.aclose()
-
-
-def with_ack(status: RuleStatus, read: Read) -> RuleStatus:
-    """The status with its rule's acknowledgement in its routing (active rules only)."""
-    if status.state not in ACTIVE_STATES:
-        return status
-    routing = status.routing or RuleRouting()
-    if isinstance(read, BackendError):
-        return replace(status, routing=replace(routing, ack_error=str(read)))
-    ack = read.get(status.rule.name)
-    return status if ack is None else replace(status, routing=replace(routing, ack=ack))

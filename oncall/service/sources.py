@@ -184,7 +184,7 @@ class LiveChecklists:
         as long as the process anyway.
 
         The pause is `oncall.runtime.frozen_after`'s, counted with the refreshes' own: a plain
-        `gc.disable()`/`gc.enable()` pair here turned the collector on again in the middle of
+        disable-then-enable pair here turned the collector on again in the middle of
         a refresh that had paused it (this runs in a thread, beside the refresh loops), and
         a refresh ending meanwhile turned it on in the middle of these imports.
         """

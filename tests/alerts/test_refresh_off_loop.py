@@ -18,7 +18,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
-import oncall.alerts.engine as engine_module
+import oncall.alerts.states as states_module
 import oncall.backends.alertmanager as am_module
 import oncall.backends.prometheus as prom_module
 from oncall.alerts.engine import AlertEngine
@@ -112,7 +112,7 @@ async def test_refresh_builds_off_the_loop_what_the_loop_would(
     rules_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     decoded_on = threads_of(monkeypatch, prom_module, "_rules")
-    built_on = threads_of(monkeypatch, engine_module, "instances_of")
+    built_on = threads_of(monkeypatch, states_module, "instances_of")
     local = AlertRule(name="PodsHot", expr="x > 0.9", group="capture-llm", file="f.yaml", line=3)
     async with PrometheusClient(rules_url, timeout=TIMEOUT) as prom:
         engine = AlertEngine(prom, [local], from_prometheus=Selection())
@@ -238,7 +238,7 @@ async def test_refresh_builds_with_the_collector_paused_and_resumes_it(
 ) -> None:
     """The pause covers the decode and the build in the worker, not the request's wait, and
     ends with every refresh, a failed one too: no collection is left off between refreshes."""
-    during = threads_of(monkeypatch, engine_module, "instances_of", gc.isenabled)
+    during = threads_of(monkeypatch, states_module, "instances_of", gc.isenabled)
     async with PrometheusClient(rules_url, timeout=TIMEOUT) as prom:
         engine = AlertEngine(prom, [], from_prometheus=Selection())
         for _ in range(2):
