@@ -18,14 +18,15 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from oncall.alerts import states
+from oncall.alerts.join import Join, Joiner
 from oncall.alerts.local_eval import LocalEvaluator
 from oncall.alerts.remote_rules import RuleKey, rule_key
-from oncall.alerts.states import Built
+from oncall.alerts.states import NO_JOIN, Built
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
 from oncall.model.alerts import AlertRule, RuleStatus, SourceName
@@ -70,21 +71,34 @@ class AlertEngine:
     #: The statuses the last refresh replaced in `last`, freed by the next one's worker.
     _retired: list[RuleStatus] = field(default_factory=list)
 
-    async def refresh(self, now: float | None = None) -> list[RuleStatus]:
-        """New states for every rule: at most one request for the deployed ones."""
+    async def refresh(
+        self, now: float | None = None, *, join: Callable[[], Awaitable[Join]] | None = None
+    ) -> list[RuleStatus]:
+        """New states for every rule: at most one request for the deployed ones.
+
+        `join`: this refresh's reads beside Prometheus' (Alertmanager's alerts, the
+        acknowledgements), started by the caller before this and awaited once Prometheus
+        answered; each status is then built once with its routing and acknowledgement.
+        This is the refresh's one thread hop (docs/architecture.md, "The alert route")."""
         now = time.time() if now is None else now
         built: Built | None = None
         prom_error: BackendError | None = None
+        response: httpx.Response | None = None
         if self.source != "local":
             try:
                 response = await self.prom.rules_response(kind="alert")
-                # Thousands of instances cost hundreds of ms to decode and build: in one worker
-                # thread, so the event loop (the board, key presses) runs meanwhile. Nothing
-                # there writes to `self`; `last` is written below only, on the loop. What that
-                # write replaces is kept alive and freed in the next refresh's worker
-                # (`retired`): freeing 5,000 instances is 3-5 ms of CPU the loop would spend.
+            except BackendError as exc:
+                prom_error = exc
+        joiner = Joiner(await join()) if join is not None else NO_JOIN
+        if response is not None:
+            # Thousands of instances cost hundreds of ms to decode and build: in one worker
+            # thread, so the event loop (the board, key presses) runs meanwhile. Nothing
+            # there writes to `self`; `last` is written below only, on the loop. What that
+            # write replaces is kept alive and freed in the next refresh's worker
+            # (`retired`): freeing 5,000 instances is 3-5 ms of CPU the loop would spend.
+            try:
                 built, self._retired = await asyncio.to_thread(
-                    self._stage, response, now, self._retired
+                    self._stage, response, now, self._retired, joiner
                 )
             except BackendError as exc:
                 prom_error = exc
@@ -93,13 +107,13 @@ class AlertEngine:
         else:
             deployed, statuses = {}, {}
             for rule in self.remote:  # kept from the last answer while Prometheus fails
-                statuses[rule_key(rule)] = self._stale(rule, "prometheus", prom_error, now)
+                statuses[rule_key(rule)] = self._stale(rule, prom_error, now, joiner)
         by_local = []
         for rule in self.rules:
             if self._source_of(rule, deployed, prom_error) != "prometheus":
                 by_local.append(rule)
             elif built is None:
-                statuses[rule_key(rule)] = self._stale(rule, "prometheus", prom_error, now)
+                statuses[rule_key(rule)] = self._stale(rule, prom_error, now, joiner)
         if by_local:
             local = await self.local.evaluate(self.prom, by_local, now)
             urgency: dict[RuleKey, int] = {}
@@ -115,8 +129,8 @@ class AlertEngine:
                         local.get(rule.name, []),
                         self.last.get(key),
                         now,
-                        context=self.context,
-                    )
+                        context=self.context, joiner=joiner,
+                    )  # fmt: skip
         self.last.update(statuses)
         self.warnings = self.prom.take_warnings()
         self.error = prom_error
@@ -124,7 +138,7 @@ class AlertEngine:
         return [statuses[key] for key in keys]
 
     def _stage(
-        self, response: httpx.Response, now: float, retired: list[RuleStatus]
+        self, response: httpx.Response, now: float, retired: list[RuleStatus], joiner: Joiner
     ) -> tuple[Built, list[RuleStatus]]:
         """The refresh's one worker: the answer decoded, every state Prometheus gives built,
         the collector paused throughout (`oncall.runtime`: the decoded answer is freed before
@@ -134,7 +148,7 @@ class AlertEngine:
             groups = self.prom.decode_rules(response)
             built = states.from_groups(
                 groups, self.rules, self.last, now, context=self.context, setting=self.source,
-                from_prometheus=self.from_prometheus,
+                from_prometheus=self.from_prometheus, joiner=joiner,
             )  # fmt: skip
             last = self.last
             return built, [last[key] for key in built.statuses if key in last]
@@ -145,11 +159,13 @@ class AlertEngine:
         return states.source_of(rule, self.source, deployed, error, self.last)
 
     def _stale(
-        self, rule: AlertRule, source: SourceName, error: BackendError | None, now: float
+        self, rule: AlertRule, error: BackendError | None, now: float, joiner: Joiner
     ) -> RuleStatus:
         assert error is not None  # only when Prometheus could not be asked
         previous = self.last.get(rule_key(rule))
-        return states.stale(rule, source, error, previous, now, context=self.context)
+        return states.stale(
+            rule, "prometheus", error, previous, now, context=self.context, joiner=joiner
+        )
 
     async def refresh_history(self, now: float | None = None) -> None:
         """Range queries for sparklines: per rule at most once a minute, ~60 points an hour.

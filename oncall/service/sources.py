@@ -112,14 +112,12 @@ class LiveAlerts:
             if self.alertmanager.enabled:  # acks are shown beside Alertmanager's routing
                 self.acks = _ack_view(self.settings)
                 self._stack.push_async_callback(self.acks.aclose)
-        view, acks = self.alertmanager, self.acks
-        if view is None:
-            return await self._alive(await self._engine.refresh())
-        view.start()  # beside Prometheus' request, not after it
-        if acks is not None:
-            acks.start()
-        statuses = await view.annotate(await self._engine.refresh())
-        return await self._alive(statuses if acks is None else await acks.annotate(statuses))
+        from oncall.service.alerts import refresh_joined
+
+        statuses = await refresh_joined(
+            self._engine, alertmanager=self.alertmanager, acks=self.acks
+        )
+        return await self._alive(statuses)
 
     async def _alive(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
         """Each status with its rule's liveness, as of the latest round done."""
