@@ -1,6 +1,6 @@
 """The process's garbage collector, in one place: the only module that switches it.
 
-Three policies, each measured (docs/PERFORMANCE.md; docs/architecture.md, "Layers"):
+Three policies, each measured (docs/PERFORMANCE.md; docs/architecture.md, §1 "Layers"):
 
 - **Pauses** (`collector_paused`): a board refresh allocates tens of thousands of container
   objects (the decoded `/api/v1/rules` and `/api/v2/alerts` answers, instances, the join) and

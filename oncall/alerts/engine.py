@@ -79,7 +79,7 @@ class AlertEngine:
         `join`: this refresh's reads beside Prometheus' (Alertmanager's alerts, the
         acknowledgements), started by the caller before this and awaited once Prometheus
         answered; each status is then built once with its routing and acknowledgement.
-        This is the refresh's one thread hop (docs/architecture.md, "The alert route")."""
+        This is the refresh's one thread hop (docs/architecture.md, §3 "The three routes")."""
         now = time.time() if now is None else now
         built: Built | None = None
         prom_error: BackendError | None = None

@@ -1,6 +1,6 @@
 """What Alertmanager and the team's acknowledgements add to a rule's state: pure functions.
 
-A refresh stage (docs/architecture.md, "The alert route") reads Alertmanager's alerts and the
+A refresh stage (docs/architecture.md, §3 "The three routes") reads Alertmanager's alerts and the
 acknowledgements beside Prometheus' rules and hands both here as a `Join`; the states are then
 built once with them (`oncall.alerts.states`): each firing instance with what Alertmanager
 does with it, each active rule with its counts and acknowledgement.

@@ -174,7 +174,7 @@ async def refresh_joined(
     alertmanager: AlertmanagerView | None = None,
     acks: AckView | None = None,
 ) -> list[RuleStatus]:
-    """One refresh of the alert route (docs/architecture.md, "The alert route"): Alertmanager's
+    """One refresh of the alert route (docs/architecture.md, §3 "The three routes"): Alertmanager's
     and the acknowledgements' reads started beside Prometheus' request, both awaited at most
     their grace once it answered, concurrently, then the engine's one worker builds each
     status with its routing and acknowledgement; the acknowledgements of resolved rules are

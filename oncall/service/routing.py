@@ -119,7 +119,7 @@ class AlertmanagerView(RefreshRead[AmSnapshot]):
     async def _read_from(self, client: AlertmanagerClient) -> AmSnapshot:
         # Received here, decoded in a worker thread with the collector paused (5,000 alerts
         # are 2.4 MB; `oncall.runtime`): beside Prometheus' request, before the refresh's
-        # own worker, which gets this read done (docs/architecture.md, "The alert route").
+        # own worker, which gets this read done (docs/architecture.md, §3 "The three routes").
         try:
             alerts = await _decoded(client.decode_alerts, await client.alerts_response())
             if client.may_be_muted(alerts) and await client.reports_muting():

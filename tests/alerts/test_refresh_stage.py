@@ -1,4 +1,4 @@
-"""One refresh stage (docs/architecture.md, "The alert route"): after Prometheus answered, one
+"""One refresh stage (docs/architecture.md, §3 "The three routes"): after Prometheus answered, one
 thread hop decodes its rules and builds each status once, with Alertmanager's routing and the
 acknowledgements in it; nothing copies a status afterwards.
 
