@@ -1,5 +1,6 @@
-"""What Alertmanager does with each firing instance: read once per refresh, joined to the
-rules' states.
+"""What Alertmanager does with each firing instance: read once per refresh, beside
+Prometheus' request, and handed to the refresh stage, which builds the rules' states with it
+(`oncall.alerts.join`; docs/architecture.md, §3 "The three routes").
 
 Cost, steady state: one request per refresh, `GET /api/v2/alerts`. Each alert there names the
 silences muting it (`silencedBy`, ids) and the alerts inhibiting it (`inhibitedBy`,
