@@ -49,12 +49,9 @@ class Joiner:
     def __init__(self, join: Join) -> None:
         self.acks = join.acks
         self.snapshot = join.snapshot
-        self._by_name: dict[str, list[AmAlert]] = {}
+        # Indexed when first asked, in the refresh's worker: 5,000 alerts are milliseconds.
+        self._by_name: dict[str, list[AmAlert]] | None = None
         self._fingerprints: dict[str, AmAlert] = {}
-        if join.snapshot is not None:
-            for alert in join.snapshot.alerts:
-                self._by_name.setdefault(alert.name, []).append(alert)
-            self._fingerprints = {alert.fingerprint: alert for alert in join.snapshot.alerts}
 
     def routings(self, rule: str, firing: Sequence[Labels]) -> list[InstanceRouting] | None:
         """What Alertmanager does with each firing label set of `rule`, in order; None
@@ -65,6 +62,11 @@ class Joiner:
         if snapshot.reason is not None:
             unknown = InstanceRouting("unknown", reason=snapshot.reason, error=snapshot.error)
             return [unknown] * len(firing)
+        if self._by_name is None:
+            self._by_name = {}
+            for alert in snapshot.alerts:
+                self._by_name.setdefault(alert.name, []).append(alert)
+            self._fingerprints = {alert.fingerprint: alert for alert in snapshot.alerts}
         return _routings(firing, self._by_name.get(rule, []), snapshot, self._fingerprints)
 
     def rule_routing(
