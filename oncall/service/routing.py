@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import httpx
 
 T = TypeVar("T")
+__all__ = ["AlertmanagerView", "alertmanager_view", "route"]
 
 
 class AlertmanagerView(RefreshRead[AmSnapshot]):
