@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from oncall.cli import start_up
+from oncall import runtime
 from oncall.cli.main import main
 
 
@@ -21,10 +21,10 @@ def collector_on() -> Iterator[None]:
 
 @pytest.mark.usefixtures("collector_on")
 def test_start_up_is_paused_then_frozen_and_all_restored_at_the_end() -> None:
-    with start_up.paused():
+    with runtime.start_up_paused():
         assert not gc.isenabled()
         kept = [object() for _ in range(3)]
-        start_up.start_up_done()
+        runtime.start_up_done()
         assert gc.isenabled() and gc.get_freeze_count() > 0
     assert gc.isenabled() and gc.get_freeze_count() == 0
     assert kept
@@ -43,8 +43,8 @@ def test_a_command_failing_in_its_start_up_leaves_the_collector_on(
 def test_a_caller_with_the_collector_off_keeps_it_off() -> None:
     gc.disable()
     try:
-        with start_up.paused():
-            start_up.start_up_done()
+        with runtime.start_up_paused():
+            runtime.start_up_done()
             assert not gc.isenabled()  # not paused by us: not ours to turn on
         assert not gc.isenabled()
     finally:

@@ -18,38 +18,25 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
-from oncall.alerts.local_eval import LocalEvaluator, overall_state
-from oncall.alerts.prom_source import deployed_alerting_rules, instances_of, parse_time
-from oncall.alerts.remote_rules import (
-    RuleKey,
-    deployed_by_key,
-    merged,
-    remote_rules,
-    rule_key,
-)
-from oncall.alerts.templates import expand_all
+from oncall.alerts import states
+from oncall.alerts.join import Join, Joiner
+from oncall.alerts.local_eval import LocalEvaluator
+from oncall.alerts.remote_rules import RuleKey, rule_key
+from oncall.alerts.states import NO_JOIN, Built
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
-from oncall.model.alerts import (
-    AlertInstance,
-    AlertRule,
-    FailureReason,
-    RuleStatus,
-    SourceName,
-    failure_reason,
-)
+from oncall.model.alerts import AlertRule, RuleStatus, SourceName
 from oncall.model.matchers import Selection
+from oncall.runtime import collector_paused
+
+if TYPE_CHECKING:
+    import httpx
 
 SourceSetting = Literal["auto", "prometheus", "local"]
-#: What one `/api/v1/rules` answer gives: deployed rules by name, remote rules, statuses, and
-#: the statuses of `last` these replace (kept alive for the next refresh's worker to free).
-Answer = tuple[
-    dict[str, dict[str, object]], list[AlertRule], dict[RuleKey, RuleStatus], list[RuleStatus]
-]
 #: A rule's range query for its sparkline is made at most this often (per rule). The app asks
 #: more often (`oncall.tui.app.HISTORY_ASK_EVERY_S`); the asks in between cost no request.
 HISTORY_QUERY_EVERY_S = 60.0
@@ -84,38 +71,49 @@ class AlertEngine:
     #: The statuses the last refresh replaced in `last`, freed by the next one's worker.
     _retired: list[RuleStatus] = field(default_factory=list)
 
-    async def refresh(self, now: float | None = None) -> list[RuleStatus]:
-        """New states for every rule: at most one request for the deployed ones."""
+    async def refresh(
+        self, now: float | None = None, *, join: Callable[[], Awaitable[Join]] | None = None
+    ) -> list[RuleStatus]:
+        """New states for every rule: at most one request for the deployed ones.
+
+        `join`: this refresh's reads beside Prometheus' (Alertmanager's alerts, the
+        acknowledgements), started by the caller before this and awaited once Prometheus
+        answered; each status is then built once with its routing and acknowledgement.
+        This is the refresh's one thread hop (docs/architecture.md, §3 "The three routes")."""
         now = time.time() if now is None else now
-        answer: Answer | None = None
+        built: Built | None = None
         prom_error: BackendError | None = None
+        response: httpx.Response | None = None
         if self.source != "local":
-            # Thousands of instances cost hundreds of ms to build: in the worker thread that
-            # decodes the answer, so the event loop (the board, key presses) runs meanwhile.
-            # Nothing there writes to `self`; it reads `rules`, `source`, `from_prometheus`,
-            # `context` and `last`, which nothing changes during a refresh: `last` is
-            # written below only, on the loop. What that write replaces is kept alive and
-            # freed in the next refresh's worker (`retired`): freeing 5,000 instances is 3-5 ms
-            # of CPU that the event loop would spend.
-            retired = self._retired
             try:
-                answer = await self.prom.rules_built(
-                    lambda groups: self._from_groups(groups, now, retired), kind="alert"
+                response = await self.prom.rules_response(kind="alert")
+            except BackendError as exc:
+                prom_error = exc
+        joiner = Joiner(await join()) if join is not None else NO_JOIN
+        if response is not None:
+            # Thousands of instances cost hundreds of ms to decode and build: in one worker
+            # thread, so the event loop (the board, key presses) runs meanwhile. Nothing
+            # there writes to `self`; `last` is written below only, on the loop. What that
+            # write replaces is kept alive and freed in the next refresh's worker
+            # (`retired`): freeing 5,000 instances is 3-5 ms of CPU the loop would spend.
+            try:
+                built, self._retired = await asyncio.to_thread(
+                    self._stage, response, now, self._retired, joiner
                 )
             except BackendError as exc:
                 prom_error = exc
-        if answer is not None:
-            deployed, self.remote, statuses, self._retired = answer
+        if built is not None:
+            deployed, self.remote, statuses = built.deployed, built.remote, built.statuses
         else:
             deployed, statuses = {}, {}
             for rule in self.remote:  # kept from the last answer while Prometheus fails
-                statuses[rule_key(rule)] = self._from_prometheus(rule, None, prom_error, now)
+                statuses[rule_key(rule)] = self._stale(rule, prom_error, now, joiner)
         by_local = []
         for rule in self.rules:
             if self._source_of(rule, deployed, prom_error) != "prometheus":
                 by_local.append(rule)
-            elif answer is None:
-                statuses[rule_key(rule)] = self._from_prometheus(rule, None, prom_error, now)
+            elif built is None:
+                statuses[rule_key(rule)] = self._stale(rule, prom_error, now, joiner)
         if by_local:
             local = await self.local.evaluate(self.prom, by_local, now)
             urgency: dict[RuleKey, int] = {}
@@ -126,133 +124,48 @@ class AlertEngine:
                 key, own = rule_key(rule), _URGENCY.get(self.local.state_of(rule).state, 0)
                 if key not in urgency or own > urgency[key]:
                     urgency[key] = own
-                    statuses[key] = self._from_local(rule, local.get(rule.name, []), now)
+                    statuses[key] = states.from_local(
+                        rule,
+                        local.get(rule.name, []),
+                        self.last.get(key),
+                        now,
+                        context=self.context, joiner=joiner,
+                    )  # fmt: skip
         self.last.update(statuses)
         self.warnings = self.prom.take_warnings()
         self.error = prom_error
         keys = dict.fromkeys(rule_key(rule) for rule in [*self.rules, *self.remote])
         return [statuses[key] for key in keys]
 
-    def _from_groups(
-        self, groups: list[dict[str, Any]], now: float, retired: list[RuleStatus]
-    ) -> Answer:
-        """What one `/api/v1/rules` answer says: the deployed rules by name, the remote rules,
-        the statuses of the rules Prometheus evaluates and those of `last` they replace (runs
-        in a worker thread; `retired`, the last refresh's, are let go here)."""
-        retired.clear()
-        deployed: dict[str, dict[str, object]] = deployed_alerting_rules(groups)
-        by_key = deployed_by_key(groups)
-        remote = remote_rules(by_key, self.rules, self.from_prometheus)
-        statuses: dict[RuleKey, RuleStatus] = {}
-        for rule in self.rules:
-            if self._source_of(rule, deployed, None) == "prometheus":
-                # Every rule of its group and name (a warning/critical pair), else by name.
-                same = by_key.get(rule_key(rule))
-                found = merged(same) if same else deployed.get(rule.name)
-                key = rule_key(rule)
-                # The row is the local rule Prometheus' most urgent one is (by its labels).
-                if key in statuses and found and found.get("labels") != rule.labels:
-                    continue
-                statuses[key] = self._from_prometheus(rule, found, None, now)
-        for rule in remote:
-            raws = by_key.get(rule_key(rule))
-            found = merged(raws) if raws else None
-            statuses[rule_key(rule)] = self._from_prometheus(rule, found, None, now)
-        last = self.last
-        return deployed, remote, statuses, [last[key] for key in statuses if key in last]
+    def _stage(
+        self, response: httpx.Response, now: float, retired: list[RuleStatus], joiner: Joiner
+    ) -> tuple[Built, list[RuleStatus]]:
+        """The refresh's one worker: the answer decoded, every state Prometheus gives built,
+        the collector paused throughout (`oncall.runtime`: the decoded answer is freed before
+        any collection walks it), the last refresh's replaced statuses let go here."""
+        with collector_paused():
+            retired.clear()
+            groups = self.prom.decode_rules(response)
+            built = states.from_groups(
+                groups, self.rules, self.last, now, context=self.context, setting=self.source,
+                from_prometheus=self.from_prometheus, joiner=joiner,
+            )  # fmt: skip
+            last = self.last
+            return built, [last[key] for key in built.statuses if key in last]
 
     def _source_of(
         self, rule: AlertRule, deployed: Mapping[str, object], error: BackendError | None
     ) -> SourceName:
-        if self.source != "auto":
-            return self.source
-        if error is not None:
-            # Which rules Prometheus has is unknown now: keep each rule's last source.
-            previous = self.last.get(rule_key(rule))
-            return previous.source if previous else "local"
-        return "prometheus" if rule.name in deployed else "local"
-
-    def _from_prometheus(
-        self,
-        rule: AlertRule,
-        found: dict[str, object] | None,
-        error: BackendError | None,
-        now: float,
-    ) -> RuleStatus:
-        if error is not None:
-            text = f"{error.reason}: {error.detail}"
-            return self._stale(rule, "prometheus", text, failure_reason(error), now)
-        if found is None:
-            return RuleStatus(rule, "prometheus", "unknown", (), error="not deployed to Prometheus",
-                              context=self.context)  # fmt: skip
-        instances = instances_of(dict(found), now)
-        # Prometheus reports lastEvaluation for every rule, an inactive one (no alerts) too.
-        last = found.get("lastEvaluation")
-        last_eval = parse_time(last) if isinstance(last, str) else None
-        # A rule whose last evaluation failed keeps the state Prometheus reports (its alerts
-        # stay as they were: Prometheus neither resolves nor adds any), with its health.
-        health = found.get("health")
-        last_error = str(found.get("lastError") or "") if health == "err" else ""
-        failed = "evaluation failed" + (f": {last_error}" if last_error else "")
-        return RuleStatus(
-            rule,
-            "prometheus",
-            overall_state(instances),
-            tuple(instances),
-            error=failed if health == "err" else None,
-            last_evaluation=last_eval,
-            health=str(health) if isinstance(health, str) else None,
-            last_error=last_error or None,
-            context=self.context,
-        )
-
-    def _from_local(
-        self, rule: AlertRule, instances: list[AlertInstance], now: float
-    ) -> RuleStatus:
-        errors = [i for i in instances if i.error]
-        if errors:
-            stale = [i.stale_since for i in errors if i.stale_since is not None]
-            return RuleStatus(
-                rule,
-                "local",
-                "unknown",
-                tuple(i for i in instances if i.state != "unknown"),
-                error=errors[0].error,
-                reason=errors[0].reason,
-                stale_since=min(stale) if stale else None,
-                last_evaluation=self._last_eval(rule),
-                context=self.context,
-            )
-        # Annotations expanded as Prometheus does: `$labels` are the expression's labels,
-        # without the rule's own (an instance's labels have them set over the result's).
-        instances = [
-            replace(i, annotations=expand_all(rule.annotations, {
-                k: v for k, v in i.labels.items() if rule.labels.get(k) != v}, i.value))
-            for i in instances
-        ]  # fmt: skip
-        # An inactive rule (no instance) was evaluated all the same, at `now`.
-        last_eval = instances[0].last_evaluation if instances else now
-        return RuleStatus(rule, "local", overall_state(instances), tuple(instances),
-                          last_evaluation=last_eval, context=self.context)  # fmt: skip
-
-    def _last_eval(self, rule: AlertRule) -> float | None:
-        previous = self.last.get(rule_key(rule))
-        return previous.last_evaluation if previous else None
+        return states.source_of(rule, self.source, deployed, error, self.last)
 
     def _stale(
-        self, rule: AlertRule, source: SourceName, text: str, reason: FailureReason, now: float
+        self, rule: AlertRule, error: BackendError | None, now: float, joiner: Joiner
     ) -> RuleStatus:
+        assert error is not None  # only when Prometheus could not be asked
         previous = self.last.get(rule_key(rule))
-        stale_since = previous.stale_since if previous and previous.stale_since else now
-        instances = tuple(
-            replace(i, stale_since=stale_since, error=text, reason=reason)
-            for i in previous.instances
-        ) if previous else ()  # fmt: skip
-        return RuleStatus(
-            rule, source, "unknown", instances, error=text, stale_since=stale_since,
-            last_evaluation=previous.last_evaluation if previous else None, reason=reason,
-            context=self.context,
-        )  # fmt: skip
+        return states.stale(
+            rule, "prometheus", error, previous, now, context=self.context, joiner=joiner
+        )
 
     async def refresh_history(self, now: float | None = None) -> None:
         """Range queries for sparklines: per rule at most once a minute, ~60 points an hour.

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from oncall.model.alertmanager import InstanceRouting
 from oncall.model.alerts import AlertInstance, AlertStateName
 
 _FRACTION = re.compile(r"\.(\d+)")
@@ -60,12 +62,21 @@ def deployed_alerting_rules(groups: list[dict[str, Any]]) -> dict[str, dict[str,
     return found
 
 
-def instances_of(rule: dict[str, Any], now: float) -> list[AlertInstance]:
-    """The active label sets of one deployed rule, as AlertInstances (inactive: none)."""
+def instances_of(
+    rule: dict[str, Any],
+    now: float,
+    *,
+    route: Callable[[list[dict[str, str]]], list[InstanceRouting] | None] | None = None,
+) -> list[AlertInstance]:
+    """The active label sets of one deployed rule, as AlertInstances (inactive: none).
+
+    `route`: given the firing instances' label sets, in order, what Alertmanager does with
+    each (`oncall.alerts.join`); each instance is then made once, with its routing."""
     duration = float(rule.get("duration") or 0.0)
     last_evaluation = parse_time(rule.get("lastEvaluation"))
     error = rule.get("lastError") or None if rule.get("health") == "err" else None
-    instances = []
+    name = str(rule["name"])
+    read = []
     for alert in rule.get("alerts") or []:
         state: AlertStateName = "firing" if alert.get("state") == "firing" else "pending"
         # Interned: a fleet's 5,000 instances repeat a few namespaces, jobs and label names,
@@ -75,6 +86,13 @@ def instances_of(rule: dict[str, Any], now: float) -> list[AlertInstance]:
             for k, v in (alert.get("labels") or {}).items()
             if k != "alertname"
         }
+        read.append((alert, state, labels))
+    routings = None
+    if route is not None:
+        routings = route([labels for _, state, labels in read if state == "firing"])
+    order = iter(routings or ())
+    instances = []
+    for alert, state, labels in read:
         active_since = parse_time(alert.get("activeAt"))
         fires_in = firing_for = None
         if active_since is not None:
@@ -86,7 +104,7 @@ def instances_of(rule: dict[str, Any], now: float) -> list[AlertInstance]:
                 firing_for = max(0.0, now - (active_since + duration))
         instances.append(
             AlertInstance(
-                rule=str(rule["name"]),
+                rule=name,
                 state=state,
                 labels=labels,
                 value=_number(alert.get("value")),
@@ -98,6 +116,7 @@ def instances_of(rule: dict[str, Any], now: float) -> list[AlertInstance]:
                 error=error,
                 # Prometheus' own expansion of the rule's templates for this alert.
                 annotations={str(k): str(v) for k, v in (alert.get("annotations") or {}).items()},
+                routing=next(order) if routings and state == "firing" else None,
             )
         )
     return instances

@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 
 import httpx
 
-from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, status_reason
 from oncall.backends.json_slices import array_items
 from oncall.errors import BackendError
@@ -172,6 +171,20 @@ def parse_silence(raw: Any) -> Silence:
     )
 
 
+def _filters(matchers: list[str] | None) -> list[tuple[str, str]] | None:
+    return [("filter", m) for m in matchers or []] or None
+
+
+def with_mutes(alerts: list[AmAlert], muted: Mapping[str, tuple[str, ...]]) -> list[AmAlert]:
+    """`alerts` with those muted on every route (`decode_groups`) as suppressed by it."""
+    return [
+        dataclasses.replace(a, state="suppressed", muted_by=muted[a.fingerprint])
+        if a.fingerprint in muted and a.state == "active"
+        else a
+        for a in alerts
+    ]
+
+
 class AlertmanagerClient(HttpBackend):
     """One connection pool to one Alertmanager; use as `async with AlertmanagerClient(...)`."""
 
@@ -206,30 +219,49 @@ class AlertmanagerClient(HttpBackend):
 
     async def alerts(self, *, matchers: list[str] | None = None) -> list[AmAlert]:
         """Every alert it holds (`GET /api/v2/alerts`: active, silenced, inhibited and
-        unprocessed), optionally only those matching `matchers` ('alertname="X"')."""
-        params = [("filter", m) for m in matchers or []] or None
+        unprocessed), optionally only those matching `matchers` ('alertname="X"'), each
+        answer decoded in a worker thread. The board's refresh reads the same with
+        `alerts_response`/`decode_alerts` in threads of its own (oncall.service.routing)."""
+        alerts = await asyncio.to_thread(self.decode_alerts, await self.alerts_response(matchers))
+        if not self.may_be_muted(alerts) or not await self.reports_muting():
+            return alerts  # nothing a time interval could be muting, or no way to tell
+        groups = await self.groups_response(matchers)
+        return with_mutes(alerts, await asyncio.to_thread(self.decode_groups, groups))
+
+    async def alerts_response(self, matchers: list[str] | None = None) -> httpx.Response:
+        """`GET /api/v2/alerts` as received, for `decode_alerts`."""
+        return await self._send("GET", "/api/v2/alerts", _filters(matchers))
+
+    def decode_alerts(self, response: httpx.Response) -> list[AmAlert]:
+        """The alerts of an `alerts_response` (blocking: 5,000 alerts are 2.4 MB; call it in a
+        worker thread). An alert read again unchanged is the last read's object (`parse_alert`)."""
         seen: dict[str, AmAlert] = self._alerts_seen
         fresh: dict[str, AmAlert] = {}
 
-        def parse(raw: Any) -> AmAlert:  # in the worker thread: the map is built there too
+        def parse(raw: Any) -> AmAlert:
             alert = parse_alert(raw, seen)
             fresh[alert.fingerprint] = alert
             return alert
 
-        alerts = await self._list("/api/v2/alerts", parse, "alert", params)
+        alerts = self._parsed(response, parse, "alert")
         self._alerts_seen = fresh
-        if not any(a.state == "active" for a in alerts) or not await self._reports_muting():
-            return alerts  # nothing a time interval could be muting, or no way to tell
-        groups = await self._list("/api/v2/alerts/groups", group_mutes, "alert group", params)
-        muted = muted_alerts(groups)
-        return [
-            dataclasses.replace(a, state="suppressed", muted_by=muted[a.fingerprint])
-            if a.fingerprint in muted and a.state == "active"
-            else a
-            for a in alerts
-        ]
+        return alerts
 
-    async def _reports_muting(self) -> bool:
+    @staticmethod
+    def may_be_muted(alerts: list[AmAlert]) -> bool:
+        """Whether a time interval could be muting any of them (one reads active)."""
+        return any(a.state == "active" for a in alerts)
+
+    async def groups_response(self, matchers: list[str] | None = None) -> httpx.Response:
+        """`GET /api/v2/alerts/groups` as received, for `decode_groups`."""
+        return await self._send("GET", "/api/v2/alerts/groups", _filters(matchers))
+
+    def decode_groups(self, response: httpx.Response) -> dict[str, tuple[str, ...]]:
+        """Fingerprint -> the time intervals muting it, from a `groups_response` (blocking)."""
+        return muted_alerts(self._parsed(response, group_mutes, "alert group"))
+
+    async def reports_muting(self) -> bool:
+        """Whether it reports time-interval muting (its version, asked once)."""
         if self._muting is None:
             try:
                 status = await self.request("GET", "/api/v2/status")
@@ -240,7 +272,15 @@ class AlertmanagerClient(HttpBackend):
 
     async def silences(self) -> list[Silence]:
         """Every silence it keeps, expired ones included (`GET /api/v2/silences`)."""
-        return await self._list("/api/v2/silences", parse_silence, "silence")
+        return await asyncio.to_thread(self.decode_silences, await self.silences_response())
+
+    async def silences_response(self) -> httpx.Response:
+        """`GET /api/v2/silences` as received, for `decode_silences`."""
+        return await self._send("GET", "/api/v2/silences", None)
+
+    def decode_silences(self, response: httpx.Response) -> list[Silence]:
+        """The silences of a `silences_response` (blocking)."""
+        return self._parsed(response, parse_silence, "silence")
 
     async def _send(
         self, method: str, path: str, params: Sequence[tuple[str, str]] | None, body: Any = None
@@ -269,29 +309,16 @@ class AlertmanagerClient(HttpBackend):
         snippet = response.text[:80].replace("\n", " ")
         return self._error("bad payload", f"not an Alertmanager API response: {snippet!r}")
 
-    async def _list(
-        self,
-        path: str,
-        parse: Callable[[Any], T],
-        what: str,
-        params: Sequence[tuple[str, str]] | None = None,
-    ) -> list[T]:
-        """GET a list of the API's objects, each parsed; any other shape is "bad payload".
-
-        5,000 alerts are 2.4 MB: received on the event loop, decoded and parsed in a worker
-        thread, so the loop runs meanwhile; one alert at a time (one decode call each:
-        `json_slices`), so no call holds the interpreter lock for long and each decoded alert
-        is freed before the next, with the collector paused (`gc_pause`)."""
-        response = await self._send("GET", path, params)
-        return await asyncio.to_thread(self._parsed, response, parse, what)
-
     def _parsed(self, response: httpx.Response, parse: Callable[[Any], T], what: str) -> list[T]:
-        with collector_paused():
-            items = self._json(response, array_items)
-            if items is None:  # not an array: malformed JSON, or JSON of another shape
-                self._json(response, json.loads)
-                raise self._error("bad payload", f"{what}s response is not a list")
-            return self._each(response, items, parse, what)
+        """A list of the API's objects, each parsed; any other shape is "bad payload".
+
+        One alert at a time (one decode call each: `json_slices`), so no call holds the
+        interpreter lock for long and each decoded alert is freed before the next."""
+        items = self._json(response, array_items)
+        if items is None:  # not an array: malformed JSON, or JSON of another shape
+            self._json(response, json.loads)
+            raise self._error("bad payload", f"{what}s response is not a list")
+        return self._each(response, items, parse, what)
 
     def _each(
         self, response: httpx.Response, items: Iterable[Any], parse: Callable[[Any], T], what: str

@@ -28,7 +28,7 @@ def array_items(data: bytes | str) -> Iterator[Any] | None:
     The same items as `json.loads(data)`, and the same errors, raised when the iteration
     reaches them (an error after the last item as well). One item at a time, a caller that
     turns each into something smaller lets the decoded item go before the next: the whole
-    answer's objects are never alive at once (`gc_pause`)."""
+    answer's objects are never alive at once (`oncall.runtime`)."""
     text = _text(data)
     pos = _skip(text, 0)
     if text[pos : pos + 1] != "[":

@@ -19,17 +19,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from oncall.backends.answer_size import AnswerTooLarge
-from oncall.backends.gc_pause import collector_paused
 from oncall.backends.http import HttpBackend, decoded_in_thread, status_reason
 from oncall.model.metrics import Sample, Series
 
 BACKEND = "prometheus"
-T = TypeVar("T")
 POST_OVER_CHARS = 2000
 #: At most this many distinct warnings are kept between two `take_warnings` calls.
 MAX_WARNINGS = 20
@@ -58,10 +56,6 @@ def _rules(content: bytes) -> Any:
     # 29 ms for 1.7 MB; 14.5 vs 1.3 ms for 200 rules), which competed with the loop for the
     # interpreter lock all that time.
     return json.loads(content, object_hook=_switch_point)
-
-
-def _same(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return groups
 
 
 def _number(raw: object) -> float:
@@ -193,37 +187,35 @@ class PrometheusClient(HttpBackend):
         """Rule groups with their rules and alert states (`/api/v1/rules`), one request.
 
         With thousands of active alerts the answer is megabytes: it is received on the event
-        loop but decoded in a worker thread (`_rules`), so that the loop keeps running
-        meanwhile."""
-        return await self.rules_built(_same, kind=kind)
+        loop but decoded in a worker thread (`decode_rules`), so that the loop keeps running
+        meanwhile. The board does not come here: its refresh stage receives the answer with
+        `rules_response` and decodes it in its own worker (docs/architecture.md, "The alert
+        route")."""
+        return await asyncio.to_thread(self.decode_rules, await self.rules_response(kind=kind))
 
-    async def rules_built(
-        self, build: Callable[[list[dict[str, Any]]], T], *, kind: str | None = None
-    ) -> T:
-        """`build(await self.rules(kind=kind))`, `build` run in the decoding's worker thread
-        and both with the collector paused (`gc_pause`): the decoded answer is freed before
-        any collection walks it, and what `build` keeps is walked once, after."""
+    async def rules_response(self, *, kind: str | None = None) -> httpx.Response:
+        """The `/api/v1/rules` answer as received, still encoded (gzip at fleet size): what
+        `decode_rules` takes, in whichever thread the caller decodes in."""
         params = {"type": kind} if kind else None
         self.requests += 1
         request = self._http.build_request("GET", "/api/v1/rules", params=params)
-        response = await self._exchange_encoded(request)  # inflated in the worker, below
-        return await asyncio.to_thread(self._groups_built, response, build)
+        return await self._exchange_encoded(request)
 
-    def _groups_built(
-        self, response: httpx.Response, build: Callable[[list[dict[str, Any]]], T]
-    ) -> T:
+    def decode_rules(self, response: httpx.Response) -> list[dict[str, Any]]:
+        """The rule groups of a `rules_response`, inflated and decoded (blocking: call it in a
+        worker thread), or BackendError as `rules` raises it. Its only effect beyond the value
+        is the answer's `warnings`, kept for `take_warnings`."""
         try:
             decoded_in_thread(response)
         except AnswerTooLarge as exc:  # "answer larger than 64 MiB", as `exchange` says it
             raise self._error("bad payload", str(exc)) from exc
         except httpx.DecodingError as exc:
             raise self._error("bad payload", f"{type(exc).__name__}: {exc}") from exc
-        with collector_paused():
-            data = self._data(response, _decoded(response.content, _rules))
-            groups = data.get("groups") if isinstance(data, dict) else None
-            if not isinstance(groups, list):
-                raise self._error("bad payload", "rules response has no groups list")
-            return build(groups)
+        data = self._data(response, _decoded(response.content, _rules))
+        groups = data.get("groups") if isinstance(data, dict) else None
+        if not isinstance(groups, list):
+            raise self._error("bad payload", "rules response has no groups list")
+        return groups
 
     async def alerts(self) -> list[dict[str, Any]]:
         """Active (pending and firing) alerts (`/api/v1/alerts`)."""

@@ -46,7 +46,7 @@ from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import MatcherError, Selection, parse_selection, status_matches
 from oncall.redaction import redact
 from oncall.service.acks import AckView
-from oncall.service.alerts import AlertsReport, alert_engine
+from oncall.service.alerts import AlertsReport, alert_engine, refresh_joined
 from oncall.service.incidents import IncidentsView, instance_key
 from oncall.service.liveness import LivenessView
 from oncall.service.routing import alertmanager_view
@@ -278,12 +278,7 @@ async def _loop(
 ) -> int:
     while True:
         now = time.time()
-        view.start()  # beside Prometheus' request, not after it
-        if acks is not None:
-            acks.start()
-        every = await view.annotate(await engine.refresh(now))
-        if acks is not None:
-            every = await acks.annotate(every)
+        every = await refresh_joined(engine, now, alertmanager=view, acks=acks)
         # Not when Prometheus did not answer: the round would wait out the same timeouts.
         if liveness is not None and engine.error is None and not any(s.unreachable for s in every):
             every = await liveness.annotate(every)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oncall.cli.config_cmd import load_from_args
-from oncall.cli.start_up import start_up_done
 from oncall.errors import (
     EXIT_FOUND,
     EXIT_INCOMPLETE,
@@ -35,6 +34,7 @@ from oncall.errors import (
 from oncall.model.checklist_events import StepResult, findings_line
 from oncall.probes.context import ProbeContext
 from oncall.probes.prometheus import prometheus_client
+from oncall.runtime import start_up_done
 from oncall.service.alerts import alert_engine
 from oncall.service.checklists import alert_facts, find_runbook, load_checked, stream_checklist
 from oncall.settings import Settings
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_from_args(args)
     settings = loaded.settings
     runbook = load_checked(find_runbook(settings, args.alert), settings)
-    start_up_done()  # what start-up made lives as long as the process: frozen (start_up.py)
+    start_up_done()  # what start-up made lives as long as the process: frozen (oncall.runtime)
     return asyncio.run(_run(settings, runbook, args))
 
 

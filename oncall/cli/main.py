@@ -14,7 +14,6 @@ commands are the exception (`VERBATIM`): records are redacted when written, then
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import types
@@ -23,8 +22,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
 
-from oncall import __version__
-from oncall.cli import start_up
+from oncall import __version__, runtime
 from oncall.cli.lazy_parser import LazyParser
 from oncall.errors import (
     EXIT_BROKEN_PIPE,
@@ -219,7 +217,7 @@ def no_pydantic_plugins() -> None:
 
 def _run_config_show(args: argparse.Namespace) -> int:
     no_pydantic_plugins()
-    with start_up.paused():  # all of it is start-up: imports, models, one file read
+    with runtime.start_up_paused():  # all of it is start-up: imports, models, one file read
         from oncall.cli.config_cmd import show
 
         return show(args)
@@ -234,7 +232,7 @@ def _run_alerts(args: argparse.Namespace) -> int:
 
 def _run_check(args: argparse.Namespace) -> int:
     no_pydantic_plugins()
-    with start_up.paused():  # until check_cmd has loaded the settings and the runbook
+    with runtime.start_up_paused():  # until check_cmd has loaded the settings and the runbook
         from oncall.cli.check_cmd import run
 
         return run(args)
@@ -260,7 +258,7 @@ def prepare_app_start() -> None:
     # Start-up creates objects by the hundred thousand (imports, CSS, the first compose), and
     # the collector walks them again and again: a seventh of the time to the first frame on
     # two cores (scripts/bench/tui.py). The app turns it back on after its first frame.
-    gc.disable()
+    runtime.collector_off()
 
 
 def _run_app(args: argparse.Namespace) -> int:
@@ -345,7 +343,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if handler is None:  # the app draws on the terminal itself; nothing to wrap
             return _run_app(args)
-        start_up.freeze_at_exit()  # a headless command's exit: no collection of it all
+        runtime.freeze_at_exit()  # a headless command's exit: no collection of it all
         if args.command in VERBATIM:
             return handler(args)
         with _redacted_output():

@@ -12,19 +12,16 @@ it removed (HDEL, housekeeping of the hash alone), so the next firing starts una
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from oncall.alerts.join import ACTIVE_STATES, AckRead, with_ack
 from oncall.backends import from_settings
 from oncall.backends.acks import AckStore
 from oncall.errors import BackendError
-from oncall.model.alertmanager import Acknowledgement, RuleRouting
 from oncall.model.alerts import RuleStatus
 from oncall.service.refresh_read import RefreshRead
 from oncall.settings import Settings
 
-#: The states an acknowledgement is shown in; in any other the alert has resolved.
-ACTIVE_STATES = ("firing", "pending")
-Read = dict[str, Acknowledgement] | BackendError
+Read = AckRead
+__all__ = ["ACTIVE_STATES", "AckView", "Read", "with_ack"]
 
 
 class AckView(RefreshRead[Read]):
@@ -44,42 +41,38 @@ class AckView(RefreshRead[Read]):
         except BackendError as exc:
             return exc
 
-    async def annotate(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
-        """`statuses` with each active rule's acknowledgement (or `ack unknown`)."""
+    async def latest(self) -> Read:
+        """This refresh's read, waited for at most `grace` seconds; while it still runs, the
+        latest read done (acknowledgements change seldom), or a timeout before any."""
         taken = await self.take()
-        # Still running: the latest read done is shown (acknowledgements change seldom).
         read = taken.value
         if read is None:
             read = BackendError("redis", self.store.key, "timeout", "no answer yet")
-        if not isinstance(read, BackendError):
-            await self._clear_resolved(statuses, read)
+        return read
+
+    async def annotate(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
+        """`statuses` with each active rule's acknowledgement (or `ack unknown`): for statuses
+        built already; a refresh builds them with it (`oncall.service.alerts.refresh_joined`)."""
+        read = await self.latest()
+        await self.clear_resolved(statuses, read)
         return [with_ack(s, read) for s in statuses]
 
-    async def _clear_resolved(
-        self, statuses: list[RuleStatus], acks: dict[str, Acknowledgement]
-    ) -> None:
+    async def clear_resolved(self, statuses: list[RuleStatus], read: Read) -> None:
+        """Remove the acknowledgements of the rules seen resolved (HDEL): the next firing
+        starts unacknowledged. Nothing when they could not be read."""
+        if isinstance(read, BackendError):
+            return
         resolved = [s.rule.name for s in statuses
                     if s.state not in ACTIVE_STATES and s.state != "unknown"
-                    and s.rule.name in acks]  # fmt: skip
+                    and s.rule.name in read]  # fmt: skip
         if resolved:
             try:
                 await self.store.clear(resolved)
             except BackendError:
                 return  # the next refresh tries again; readers skip them meanwhile
             for name in resolved:
-                acks.pop(name, None)
+                read.pop(name, None)
 
     async def aclose(self) -> None:
         await super().aclose()
         await self.store.aclose()
-
-
-def with_ack(status: RuleStatus, read: Read) -> RuleStatus:
-    """The status with its rule's acknowledgement in its routing (active rules only)."""
-    if status.state not in ACTIVE_STATES:
-        return status
-    routing = status.routing or RuleRouting()
-    if isinstance(read, BackendError):
-        return replace(status, routing=replace(routing, ack_error=str(read)))
-    ack = read.get(status.rule.name)
-    return status if ack is None else replace(status, routing=replace(routing, ack=ack))

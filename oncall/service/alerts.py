@@ -8,6 +8,7 @@ the engine lists the rules Prometheus evaluates that `alerts.from_prometheus` se
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from oncall.alerts.engine import AlertEngine
+from oncall.alerts.join import Join
 from oncall.alerts.loader import RuleSet, load_rule_files
 from oncall.backends import from_settings
 from oncall.errors import ConfigError, Problem
@@ -25,6 +27,9 @@ from oncall.settings import Settings
 
 if TYPE_CHECKING:
     from oncall.backends.prometheus import PrometheusClient
+    from oncall.model.alertmanager import AmSnapshot
+    from oncall.service.acks import AckView, Read
+    from oncall.service.routing import AlertmanagerView
 
 CHECKOUT_ALERTS = Path(__file__).resolve().parents[2] / "alerts"
 
@@ -162,3 +167,44 @@ async def alert_engine(
     finally:
         if prom is None:
             await engine.prom.aclose()
+
+
+async def refresh_joined(
+    engine: AlertEngine,
+    now: float | None = None,
+    *,
+    alertmanager: AlertmanagerView | None = None,
+    acks: AckView | None = None,
+) -> list[RuleStatus]:
+    """One refresh of the alert route (docs/architecture.md, §3 "The three routes"): Alertmanager's
+    and the acknowledgements' reads started beside Prometheus' request, both awaited at most
+    their grace once it answered, concurrently, then the engine's one worker builds each
+    status with its routing and acknowledgement; the acknowledgements of resolved rules are
+    cleared after it."""
+    view = alertmanager if alertmanager is not None and alertmanager.enabled else None
+    if view is None and acks is None:
+        return await engine.refresh(now)
+    if view is not None:
+        view.start()  # beside Prometheus' request, not after it
+    if acks is not None:
+        acks.start()
+    read: list[Read] = []
+
+    async def join() -> Join:
+        snapshot, ack_read = await asyncio.gather(_snapshot(view), _acks(acks))
+        if ack_read is not None:
+            read.append(ack_read)
+        return Join(snapshot, ack_read)
+
+    statuses = await engine.refresh(now, join=join)
+    if acks is not None and read:
+        await acks.clear_resolved(statuses, read[0])
+    return statuses
+
+
+async def _snapshot(view: AlertmanagerView | None) -> AmSnapshot | None:
+    return None if view is None else await view.latest()
+
+
+async def _acks(acks: AckView | None) -> Read | None:
+    return None if acks is None else await acks.latest()

@@ -1,5 +1,6 @@
-"""What Alertmanager does with each firing instance: read once per refresh, joined to the
-rules' states.
+"""What Alertmanager does with each firing instance: read once per refresh, beside
+Prometheus' request, and handed to the refresh stage, which builds the rules' states with it
+(`oncall.alerts.join`; docs/architecture.md, §3 "The three routes").
 
 Cost, steady state: one request per refresh, `GET /api/v2/alerts`. Each alert there names the
 silences muting it (`silencedBy`, ids) and the alerts inhibiting it (`inhibitedBy`,
@@ -21,23 +22,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
 
+from oncall.alerts.join import route
 from oncall.backends import from_settings
-from oncall.backends.alertmanager import AlertmanagerClient
-from oncall.backends.gc_pause import collector_paused
+from oncall.backends.alertmanager import AlertmanagerClient, with_mutes
 from oncall.errors import BackendError
-from oncall.model.alertmanager import (
-    AmAlert,
-    AmSnapshot,
-    Inhibitor,
-    InstanceRouting,
-    RuleRouting,
-    Silence,
-)
-from oncall.model.alerts import AlertInstance, RuleStatus, failure_reason
+from oncall.model.alertmanager import AmSnapshot, Silence
+from oncall.model.alerts import RuleStatus, failure_reason
+from oncall.runtime import collector_paused
 from oncall.service.refresh_read import RefreshRead
 from oncall.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
+
+T = TypeVar("T")
+__all__ = ["AlertmanagerView", "alertmanager_view", "route"]
 
 
 class AlertmanagerView(RefreshRead[AmSnapshot]):
@@ -98,7 +99,7 @@ class AlertmanagerView(RefreshRead[AmSnapshot]):
         snapshot = await self.latest()
         # 5,000 firing instances are tens of ms of joining: in a worker thread, so the event
         # loop runs meanwhile (`route` reads its arguments only; both are done, frozen values),
-        # the collector paused for the thousands of copies it makes (`gc_pause`).
+        # the collector paused for the thousands of copies it makes (`oncall.runtime`).
         retired, self._routed = self._routed, []
         routed = await asyncio.to_thread(_route_paused, statuses, snapshot, retired)
         self._routed = list(routed)
@@ -118,8 +119,14 @@ class AlertmanagerView(RefreshRead[AmSnapshot]):
             return AmSnapshot(self.clock(), reason="other", error=error)
 
     async def _read_from(self, client: AlertmanagerClient) -> AmSnapshot:
+        # Received here, decoded in a worker thread with the collector paused (5,000 alerts
+        # are 2.4 MB; `oncall.runtime`): beside Prometheus' request, before the refresh's
+        # own worker, which gets this read done (docs/architecture.md, §3 "The three routes").
         try:
-            alerts = await client.alerts()
+            alerts = await _decoded(client.decode_alerts, await client.alerts_response())
+            if client.may_be_muted(alerts) and await client.reports_muting():
+                groups = await _decoded(client.decode_groups, await client.groups_response())
+                alerts = with_mutes(alerts, groups)
         except BackendError as exc:
             return AmSnapshot(self.clock(), reason=failure_reason(exc), error=str(exc))
         now = self.clock()
@@ -129,7 +136,8 @@ class AlertmanagerView(RefreshRead[AmSnapshot]):
         stale = self._silences_at is None or now - self._silences_at >= self.silences_refresh
         if stale or not named <= self._silences.keys():
             try:
-                self._silences = {s.id: s for s in await client.silences()}
+                found = await _decoded(client.decode_silences, await client.silences_response())
+                self._silences = {s.id: s for s in found}
                 self._silences_at = now
             except BackendError:
                 pass  # the states are known; the details wait for the next read
@@ -143,34 +151,15 @@ def alertmanager_view(settings: Settings, *, grace: float | None) -> Alertmanage
     return AlertmanagerView(client, silences_refresh=config.silences_refresh, grace=grace)
 
 
-def route(statuses: list[RuleStatus], snapshot: AmSnapshot) -> list[RuleStatus]:
-    """Join Alertmanager's alerts to the rules' firing instances, by label set.
+async def _decoded(decode: Callable[[httpx.Response], T], response: httpx.Response) -> T:
+    """`decode(response)` in a worker thread, the collector paused: the decoded answer is
+    freed before any collection walks it (`oncall.runtime`)."""
 
-    Prometheus sends an instance's labels (plus its `external_labels`, which the instance
-    lacks): an Alertmanager alert is keyed by the labels of the names the rule's instances
-    have, so extra labels do not stop the match.
-    """
-    by_name: dict[str, list[AmAlert]] = {}
-    for alert in snapshot.alerts:
-        by_name.setdefault(alert.name, []).append(alert)
-    fingerprints = {alert.fingerprint: alert for alert in snapshot.alerts}
-    out = []
-    for status in statuses:
-        firing = [i for i in status.instances if i.state == "firing"]
-        if not firing:
-            out.append(status)
-            continue
-        if snapshot.reason is not None:
-            unknown = InstanceRouting("unknown", reason=snapshot.reason, error=snapshot.error)
-            routings = dict.fromkeys(map(id, firing), unknown)
-        else:
-            routings = _routings(firing, by_name.get(status.rule.name, []), snapshot, fingerprints)
-        instances = tuple(
-            _with_routing(i, routings[id(i)]) if id(i) in routings else i for i in status.instances
-        )
-        counts = RuleRouting.of(list(routings.values()))
-        out.append(replace(status, instances=instances, routing=counts))
-    return out
+    def paused() -> T:
+        with collector_paused():
+            return decode(response)
+
+    return await asyncio.to_thread(paused)
 
 
 def _route_paused(
@@ -179,60 +168,3 @@ def _route_paused(
     with collector_paused():
         retired.clear()  # the last join's, freed here where no one else holds them
         return route(statuses, snapshot)
-
-
-def _with_routing(instance: AlertInstance, routing: InstanceRouting) -> AlertInstance:
-    """`replace(instance, routing=routing)` without its cost: `dataclasses.replace` calls
-    `__init__` with every field (≈ 10 µs), 5,000 times a refresh for 5,000 firing instances;
-    a copy of the frozen instance's `__dict__` is what it would give."""
-    copy = object.__new__(AlertInstance)
-    copy.__dict__.update(instance.__dict__)
-    copy.__dict__["routing"] = routing
-    return copy
-
-
-def _routings(
-    firing: list[AlertInstance],
-    held: list[AmAlert],
-    snapshot: AmSnapshot,
-    fingerprints: dict[str, AmAlert],
-) -> dict[int, InstanceRouting]:
-    # By the whole label set first; only when that misses (labels Prometheus added, its
-    # external_labels), by the labels of the names the rule's instances have.
-    index = {frozenset(alert.labels.items()): alert for alert in held}
-    narrowed: dict[frozenset[tuple[str, str]], AmAlert] | None = None
-    missing = InstanceRouting("missing")
-    active = InstanceRouting("active")
-    result: dict[int, InstanceRouting] = {}
-    for instance in firing:
-        key = frozenset(instance.labels.items())
-        alert = index.get(key)
-        if alert is None and held:
-            if narrowed is None:
-                names = {name for i in firing for name in i.labels}
-                narrowed = {
-                    frozenset((k, v) for k, v in a.labels.items() if k in names): a for a in held
-                }
-            alert = narrowed.get(key)
-        if alert is None:
-            result[id(instance)] = missing
-        elif alert.silenced_by:
-            silences = tuple(
-                snapshot.silences[s] for s in alert.silenced_by if s in snapshot.silences
-            )
-            result[id(instance)] = InstanceRouting(
-                "silenced", silenced_by=alert.silenced_by, silences=silences
-            )
-        elif alert.inhibited_by:
-            inhibitors = tuple(
-                Inhibitor(fp, fingerprints[fp].labels if fp in fingerprints else None)
-                for fp in alert.inhibited_by
-            )
-            result[id(instance)] = InstanceRouting("inhibited", inhibited_by=inhibitors)
-        elif alert.muted_by:
-            result[id(instance)] = InstanceRouting("muted", muted_by=alert.muted_by)
-        elif alert.state == "unprocessed":
-            result[id(instance)] = InstanceRouting("unprocessed")
-        else:
-            result[id(instance)] = active
-    return result

@@ -14,7 +14,6 @@ does not need.
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Protocol
@@ -113,14 +112,12 @@ class LiveAlerts:
             if self.alertmanager.enabled:  # acks are shown beside Alertmanager's routing
                 self.acks = _ack_view(self.settings)
                 self._stack.push_async_callback(self.acks.aclose)
-        view, acks = self.alertmanager, self.acks
-        if view is None:
-            return await self._alive(await self._engine.refresh())
-        view.start()  # beside Prometheus' request, not after it
-        if acks is not None:
-            acks.start()
-        statuses = await view.annotate(await self._engine.refresh())
-        return await self._alive(statuses if acks is None else await acks.annotate(statuses))
+        from oncall.service.alerts import refresh_joined
+
+        statuses = await refresh_joined(
+            self._engine, alertmanager=self.alertmanager, acks=self.acks
+        )
+        return await self._alive(statuses)
 
     async def _alive(self, statuses: list[RuleStatus]) -> list[RuleStatus]:
         """Each status with its rule's liveness, as of the latest round done."""
@@ -184,20 +181,17 @@ class LiveChecklists:
         scripts/bench/tui.py), and every later one would walk them again. Module objects live
         as long as the process anyway.
 
-        The pause is `collector_paused`'s, counted with the refreshes' own: a plain
-        `gc.disable()`/`gc.enable()` pair here turned the collector on again in the middle of
+        The pause is `oncall.runtime.frozen_after`'s, counted with the refreshes' own: a plain
+        disable-then-enable pair here turned the collector on again in the middle of
         a refresh that had paused it (this runs in a thread, beside the refresh loops), and
         a refresh ending meanwhile turned it on in the middle of these imports.
         """
-        from oncall.backends.gc_pause import collector_paused
         from oncall.backends.kube import KubeReader
+        from oncall.runtime import frozen_after
 
-        with collector_paused():
-            try:
-                _import_checklist_machinery()
-                KubeReader.import_client()
-            finally:
-                gc.freeze()
+        with frozen_after():
+            _import_checklist_machinery()
+            KubeReader.import_client()
 
     async def aclose(self) -> None:
         ctx, self._ctx = self._ctx, None

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
@@ -29,6 +28,7 @@ from textual.filter import LineFilter
 from textual.screen import Screen
 
 from oncall.model.alerts import split_key
+from oncall.runtime import TICK_S, CollectorPacing, collector_on
 from oncall.service.contexts import live_alert_sources, live_checklists
 from oncall.service.sources import (
     AlertsSource,
@@ -38,7 +38,6 @@ from oncall.settings import Settings
 from oncall.tui import contexts_view
 from oncall.tui.app_commands import ScreenActions
 from oncall.tui.board import BoardScreen
-from oncall.tui.collector import TICK_S, CollectorPacing
 from oncall.tui.incident_feed import IncidentFeed
 from oncall.tui.messages import (
     AlertsFailed,
@@ -179,7 +178,7 @@ class OncallApp(ScreenActions):
     def _after_first_frame(self) -> None:
         # `oncall` starts with the garbage collector off (oncall.cli.main): on again now. A
         # no-op where it was never off (tests, embedding).
-        gc.enable()
+        collector_on()
         self.collector.install()
         self.set_interval(TICK_S, self.collector.tick, name="collector")
         # The first refresh imports httpx and parses the rule files in a thread; started

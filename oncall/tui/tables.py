@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input
 #: and 1,000). Every key of those caches holds the table's update count, so each `update_cell`
 #: (the incident screen's step times, once a second) leaves every entry stale, kept until the
 #: cache is full: up to ~100,000 objects that every full garbage collection walks while a key
-#: waits (oncall.tui.collector). These hold what a frame of a tall terminal shows, several
+#: waits (oncall.runtime). These hold what a frame of a tall terminal shows, several
 #: times. (The board's ages drop only their own entries: oncall.tui.board_table.)
 CELL_CACHE = 2000
 LINE_CACHE = 250

@@ -44,6 +44,7 @@ from oncall.backends.alertmanager import AlertmanagerClient
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import Selection
+from oncall.service.alerts import refresh_joined
 from oncall.service.routing import AlertmanagerView
 from oncall_drill.components import alertmanager_argv
 from oncall_drill.netutil import free_loopback_port
@@ -213,13 +214,13 @@ async def measure(prom_url: str, am_url: str, refreshes: int) -> dict[str, Row]:
                     nonlocal statuses
                     if mode == "new silence":
                         view.invalidate()  # what an unseen silence id does: the list is read again
-                    statuses = await engine.refresh()
-                    if mode != "prometheus":
-                        view.start()
-                        statuses = await view.annotate(statuses)
+                    if mode == "prometheus":
+                        statuses = await engine.refresh()
+                    else:  # the board's refresh stage: Alertmanager read beside Prometheus
+                        statuses = await refresh_joined(engine, alertmanager=view)
 
                 if mode != "prometheus":
-                    await view.annotate(await engine.refresh())  # warm: connections, silences
+                    await refresh_joined(engine, alertmanager=view)  # warm: connections, silences
                 results[NAMES[mode]] = await runs(
                     refreshes, meters, once, lambda: (prom.requests, am.requests)
                 )

@@ -18,19 +18,19 @@ from typing import Any, cast
 import httpx
 import pytest
 
-import oncall.alerts.engine as engine_module
+import oncall.alerts.states as states_module
 import oncall.backends.alertmanager as am_module
 import oncall.backends.prometheus as prom_module
 from oncall.alerts.engine import AlertEngine
 from oncall.alerts.prom_source import instances_of, parse_time
 from oncall.alerts.remote_rules import deployed_by_key, merged
 from oncall.backends.alertmanager import AlertmanagerClient, parse_alert
-from oncall.backends.gc_pause import collector_paused, paused
 from oncall.backends.json_slices import array_items
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
 from oncall.model.alerts import AlertRule, RuleStatus
 from oncall.model.matchers import Selection
+from oncall.runtime import collector_paused, paused
 from oncall.service.contexts import ContextAlerts
 from oncall.service.sources import AlertsSource, LiveChecklists
 from oncall.settings import Settings
@@ -112,7 +112,7 @@ async def test_refresh_builds_off_the_loop_what_the_loop_would(
     rules_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     decoded_on = threads_of(monkeypatch, prom_module, "_rules")
-    built_on = threads_of(monkeypatch, engine_module, "instances_of")
+    built_on = threads_of(monkeypatch, states_module, "instances_of")
     local = AlertRule(name="PodsHot", expr="x > 0.9", group="capture-llm", file="f.yaml", line=3)
     async with PrometheusClient(rules_url, timeout=TIMEOUT) as prom:
         engine = AlertEngine(prom, [local], from_prometheus=Selection())
@@ -238,7 +238,7 @@ async def test_refresh_builds_with_the_collector_paused_and_resumes_it(
 ) -> None:
     """The pause covers the decode and the build in the worker, not the request's wait, and
     ends with every refresh, a failed one too: no collection is left off between refreshes."""
-    during = threads_of(monkeypatch, engine_module, "instances_of", gc.isenabled)
+    during = threads_of(monkeypatch, states_module, "instances_of", gc.isenabled)
     async with PrometheusClient(rules_url, timeout=TIMEOUT) as prom:
         engine = AlertEngine(prom, [], from_prometheus=Selection())
         for _ in range(2):

@@ -1,4 +1,4 @@
-"""Full garbage collections at idle moments (oncall.tui.collector): held while input comes,
+"""Full garbage collections at idle moments (oncall.runtime): held while input comes,
 run once it stops, never held for ever; the collector's own threshold put back on exit. And
 the tables' render caches kept small (oncall.tui.tables), so that each collection is short."""
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from textual.widgets import DataTable
 
-from oncall.tui.collector import EVERY_S, HELD_THRESHOLD, IDLE_S, LONGEST_HELD_S, CollectorPacing
+from oncall.runtime import EVERY_S, HELD_THRESHOLD, IDLE_S, LONGEST_HELD_S, CollectorPacing
 from oncall.tui.tables import CELL_CACHE, LINE_CACHE
 from tests.tui.fakes import FakeClock, board_app, until
 
