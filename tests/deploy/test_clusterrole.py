@@ -43,6 +43,9 @@ CALLS: dict[str, Callable[[KubeReader], Awaitable[object]]] = {
     "get_deployment": lambda r: r.get_deployment("ai", "vllm"),
     "list_prometheus_rules": lambda r: r.list_prometheus_rules(None, "role=alert-rules"),
     "list_nodes": lambda r: r.list_nodes("nvidia.com/gpu.present=true"),
+    # scale-deployment's reads (the node-fit check, the HPA): the write path's, not a probe's.
+    "list_all_pods": lambda r: r.list_all_pods(),
+    "list_hpas": lambda r: r.list_hpas("ai"),
     "read_pod_log": lambda r: r.read_pod_log(
         "ai", "vllm-0", "vllm", previous=True, tail_lines=50, limit_bytes=4096
     ),
@@ -222,6 +225,7 @@ def test_every_request_method_of_the_reader_has_a_recorded_call() -> None:
     # The probes' reads as of this writing: a new one shows up here and in the role's test.
     assert {"list_pods", "get_pod", "read_pod_log", "list_events"} <= called
     assert "list_prometheus_rules" not in called  # the rules loader's, not a probe's
+    assert not {"list_all_pods", "list_hpas"} & called  # scale-deployment's only
 
 
 def test_requests_map_to_the_access_the_apiserver_authorizes() -> None:
