@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,6 +52,18 @@ def remediate(
     for item in sets:
         options += ["--set", item]
     return run_on_terminal([*options, "remediate", *args], answers, timeout=timeout)
+
+
+def as_asked(word: str) -> Callable[[str], str]:
+    """The answer to the confirmation prompt: `word`, or the override phrase the prompt asks
+    for when a guard refuses with one (the capacity preflight under the pressure a test
+    injected: its verdict moves between warn and refuse with the KV cache scrape to scrape)."""
+
+    def answer(output: str) -> str:
+        asked = re.findall(r"type '([^']+)' \(its override\)", output)
+        return asked[-1] if asked else word
+
+    return answer
 
 
 def records(audit: Path) -> list[dict[str, Any]]:

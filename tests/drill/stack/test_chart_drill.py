@@ -36,7 +36,13 @@ from oncall.tui.chart_panel import AlertChart
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
-from tests.drill.stack.remediation_helpers import app_settings, drill_settings, records, remediate
+from tests.drill.stack.remediation_helpers import (
+    app_settings,
+    as_asked,
+    drill_settings,
+    records,
+    remediate,
+)
 from tests.harness.pilot import until
 from tests.harness.processes import eventually
 
@@ -199,8 +205,8 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             # Pushed is not yet composed: answer once its widgets are there (a loaded machine
             # showed the difference: a key pressed before went nowhere).
             await until(pilot, "the modal's prompt", lambda: bool(modal.query("#confirm-prompt")))
-            if modal.needs_word:  # dangerous: the target's name, typed
-                modal.query_one("#confirm-word", Input).value = "vllm"
+            if modal.needs_word:  # dangerous: the target's name (or the override asked), typed
+                modal.query_one("#confirm-word", Input).value = modal.preview.plan.confirm_word
                 await pilot.pause()
                 await pilot.press("enter")
             else:
@@ -287,7 +293,7 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             # back, so the drill tests after this one (one shared drill) start from 256.
             back = await asyncio.to_thread(
                 remediate, drill, tmp_path / "restore-audit.jsonl", "set-max-num-seqs", "vllm",
-                "256", answers=[("to confirm", "vllm")],
+                "256", answers=[("to confirm", as_asked("vllm"))],
             )  # fmt: skip
             # Already 256 when the test failed before its remediation: the state wanted.
             assert back.code == 0 or "is already 256" in back.output, back.output

@@ -26,7 +26,7 @@ from oncall.model.incidents import Incident, Member, incident_id
 from oncall.service.verdicts import VerdictReader
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
-from tests.drill.stack.remediation_helpers import drill_settings, remediate
+from tests.drill.stack.remediation_helpers import as_asked, drill_settings, remediate
 from tests.harness.processes import wait_until
 
 ALERT = "LLMHighP99Latency"
@@ -90,7 +90,7 @@ def test_the_postmortem_draft_of_a_kv_cache_incident(drill: Drill, tmp_path: Pat
         wait_until(lambda: verdict_since(drill, injected), timeout=120, what="its verdict")
         incident = record_incident(drill, injected)
         run = remediate(drill, audit, "set-max-num-seqs", "vllm", "64",
-                        answers=[("to confirm", "vllm")])  # fmt: skip
+                        answers=[("to confirm", as_asked("vllm"))])  # fmt: skip
         assert run.code == 0, run.output
         found = re.search(r"rollback (\w+)", run.output)
         assert found, run.output
@@ -106,7 +106,9 @@ def test_the_postmortem_draft_of_a_kv_cache_incident(drill: Drill, tmp_path: Pat
         verify = run_oncall(*options, "audit", "verify", timeout=60)
     finally:
         if action_id is not None:  # the next drill test finds the Deployment as it was
-            back = remediate(drill, audit, "rollback", action_id, answers=[("to confirm", "vllm")])
+            back = remediate(
+                drill, audit, "rollback", action_id, answers=[("to confirm", as_asked("vllm"))]
+            )
             assert back.code == 0, back.output
     text = export.stdout
     (tmp_path / "postmortem.md").write_text(text)  # kept beside the test's log, to read

@@ -21,7 +21,7 @@ from typing import Any
 from oncall.backends.prometheus import PrometheusClient
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
-from tests.drill.stack.remediation_helpers import remediate
+from tests.drill.stack.remediation_helpers import as_asked, remediate
 from tests.drill.stack.test_remediation_actions import pod_caps
 from tests.harness.processes import eventually
 
@@ -119,7 +119,7 @@ async def test_kv_pressure_fires_the_pack_and_the_proposed_max_num_seqs_recovers
                     "set-max-num-seqs",
                     "vllm",
                     str(value),
-                    answers=[("to confirm", "vllm")],
+                    answers=[("to confirm", as_asked("vllm"))],
                 )
                 assert run.code == 0, run.output
                 found = re.search(r"rollback (\w+)", run.output)
@@ -154,7 +154,7 @@ async def test_kv_pressure_fires_the_pack_and_the_proposed_max_num_seqs_recovers
             if action_id is not None:
                 back = await asyncio.to_thread(
                     remediate, drill, audit, "rollback", action_id,
-                    answers=[("to confirm", "vllm")],
+                    answers=[("to confirm", as_asked("vllm"))],
                 )  # fmt: skip
                 assert back.code == 0, back.output
 
