@@ -97,8 +97,10 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
     settings = base.model_copy(
         update={"prometheus": base.prometheus.model_copy(update={"timeout": 10.0})}
     )
+    # The test before it (the capacity drill) may have cleared its pressure just now: a whole
+    # minute of healthy history takes a minute past the clear, and longer on a loaded machine.
     await eventually(
-        lambda: healthy_history(drill), within=90, what="a minute of healthy P99 in Prometheus"
+        lambda: healthy_history(drill), within=180, what="a minute of healthy P99 in Prometheus"
     )
     app = OncallApp(settings)
     async with app.run_test(size=(120, 40)) as pilot:
