@@ -138,3 +138,16 @@ def _flag_test(container: Mapping[str, Any], parsed: MaxNumSeqs, index: int) -> 
         field, position = "command", len(container["command"]) - 1
     element = (container.get(field) or [])[position]
     return [{"op": "test", "path": f"{CONTAINERS}/{index}/{field}/{position}", "value": element}]
+
+
+def value_at(obj: Any, pointer: str) -> Any:
+    """The value at a JSON pointer (RFC 6901); None when absent."""
+    for raw in pointer.lstrip("/").split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        elif isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        else:
+            return None
+    return obj

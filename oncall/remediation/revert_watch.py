@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oncall.errors import BackendError
+from oncall.model.patches import value_at
 from oncall.model.write_path import Plan, Progress
 from oncall.remediation.audit_trail import Run
 from oncall.remediation.managed import GUARD, is_managed
@@ -91,19 +92,6 @@ def _leaves(obj: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
             yield from _leaves(value, path)
         else:
             yield path, value
-
-
-def value_at(obj: Any, pointer: str) -> Any:
-    """The value at a JSON pointer (RFC 6901); None when absent."""
-    for raw in pointer.lstrip("/").split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
-            obj = obj[int(part)]
-        elif isinstance(obj, dict) and part in obj:
-            obj = obj[part]
-        else:
-            return None
-    return obj
 
 
 def _short(value: Any) -> Any:

@@ -19,7 +19,7 @@ from oncall.errors import BackendError
 from oncall.model.action_params import SetMaxNumSeqsParams
 from oncall.model.kube_expansion import Env
 from oncall.model.max_num_seqs_rule import change_both_patch, max_num_seqs_change_problems
-from oncall.model.patches import find_container, max_num_seqs_patch
+from oncall.model.patches import find_container, max_num_seqs_patch, value_at
 from oncall.model.vllm_args import parse_max_num_active_seqs, parse_max_num_seqs
 from oncall.model.write_path import GuardVerdict, Plan, Precondition, Target
 from oncall.remediation.action import Action, PlanError, Say
@@ -194,7 +194,7 @@ async def _what_changed(plan: Plan, clients: Clients) -> str:
     now = await kube.get_deployment(plan.target.namespace or "", plan.target.name)
     changes = []
     for pre in plan.preconditions:
-        current = _at(now, pre.what)
+        current = value_at(now, pre.what)
         if current != pre.expected:
             if isinstance(pre.expected, list) and isinstance(current, list):
                 added = [a for a in current if a not in pre.expected]
@@ -204,19 +204,6 @@ async def _what_changed(plan: Plan, clients: Clients) -> str:
             else:
                 changes.append(f"{pre.what}: {pre.expected!r} → {current!r}")
     return "; ".join(changes) or "the patch's test failed"
-
-
-def _at(obj: Any, pointer: str) -> Any:
-    """The value at a JSON pointer (RFC 6901), None when absent."""
-    for raw in pointer.lstrip("/").split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
-            obj = obj[int(part)]
-        elif isinstance(obj, dict) and part in obj:
-            obj = obj[part]
-        else:
-            return None
-    return obj
 
 
 def _generation(obj: dict[str, Any]) -> Any:
