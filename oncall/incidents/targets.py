@@ -1,8 +1,9 @@
 """What a failing checklist step implicates: the target its probe read, named in words.
 
 A step's probe names its target in its parameters or facts (`kube.deployment` its Deployment,
-`gpu.devices` its node, `redis.*` the service Redis); this module turns a step result (the
-JSON of `oncall.model.checklist_events.StepResult`, as verdicts store it) into that name, so
+`gpu.devices` its node, `redis.stats`, `redis.slowlog` and `redis.latency` the service Redis;
+a `redis.key` reads a value the service keeps there and implicates nothing); this module turns
+a step result (the JSON of `oncall.model.checklist_events.StepResult`, as verdicts store it) into that name, so
 that the grouping compares targets, not probes. A `prometheus.*` query implicates nothing: a
 metric is not a target. A `vllm.*` step reads the vLLM servers of the checklist's Deployment
 (the one its `kube.deployment` or `gpu.vllm_memory` step read), or the namespace's vLLM servers
@@ -70,6 +71,12 @@ def step_target(step: Mapping[str, Any], scope: Scope, vllm: str | None = None) 
         return deployment
     if family == "vllm":
         return vllm or f"vLLM servers in {scope.namespace}"
+    if probe == "redis.key":
+        # A key's value is the service's own state (the degradation switch a runbook reads
+        # before proposing to flip it), not Redis' health: two alerts that both find the
+        # switch off are not linked by it (they were, in the drill: the gateway's outage and
+        # a slow vector search, minutes apart, as one incident).
+        return None
     if family == "redis":
         return f"Redis {scope.redis}"
     if probe == "kube.pods":

@@ -50,7 +50,7 @@ def storm() -> list[Observed]:
     out.append(Observed(lone, {}, checked=True))
     grouped = Member("eu", "LLMHighP99Latency", {"namespace": "ai"}, T0, group_key="{}:{ai}")
     out[0] = Observed(grouped, kv, checked=True)
-    out.append(seen("GatewayDown", 30, {"Redis 10.0.0.9:6379": ("still_undegraded",)}))
+    out.append(seen("GatewayDown", 30, {"Redis 10.0.0.9:6379": ("redis_latency",)}))
     return out
 
 
@@ -60,7 +60,9 @@ def test_targets_are_read_from_probes_params_and_facts() -> None:
     assert failing_targets(no_deployment, SCOPE) == {"vLLM servers in ai": ("kv_cache",)}
     assert step_target(step("p", "kube.pods", node="gpu-1"), SCOPE) == "node gpu-1"
     assert step_target(step("p", "kube.pods", name="vllm-0"), SCOPE) == "pod ai/vllm-0"
-    assert step_target(step("k", "redis.key", key="x"), SCOPE) == "Redis 127.0.0.1:6379"
+    assert step_target(step("s", "redis.stats"), SCOPE) == "Redis 127.0.0.1:6379"
+    # A key's value is the service's state (its degradation switch), not Redis' health.
+    assert step_target(step("k", "redis.key", key="x"), SCOPE) is None
     assert step_target(step("q", "prometheus.query", query="up"), SCOPE) is None
     mem = step("m", "gpu.vllm_memory", deployment="vllm", namespace="llm")
     assert step_target(mem, SCOPE) == "Deployment llm/vllm"
@@ -78,7 +80,7 @@ def test_the_storm_is_one_incident_with_its_cause_in_words() -> None:
     assert kv.cause is not None and (kv.cause.step, kv.cause.target) == ("kv_cache", VLLM)
     assert kv.opened_at == T0 and kv.id.startswith("inc-")
     assert [m.alert for m in gateway.members] == ["GatewayDown"]
-    assert gateway.explanation.startswith("alone: still_undegraded fails on Redis 10.0.0.9")
+    assert gateway.explanation.startswith("alone: redis_latency fails on Redis 10.0.0.9")
 
 
 def test_shuffled_input_gives_the_same_incidents() -> None:
@@ -213,3 +215,42 @@ def test_a_vllm_step_without_a_deployment_step_implicates_the_one_deployment_rea
     checked[("eu", "VllmTTFTP99High", frozenset())] = other
     found = observed([with_deployment, without, third], checked, SCOPE)
     assert dict(found[1].failing) == {"vLLM servers in ai": ("vllm_queue",)}
+
+
+def test_serve_holding_a_stale_firing_neither_reopens_nor_recreates_a_closed_incident() -> None:
+    """serve holds the firings of the last window and folds them with each new notification;
+    an app's refresh has meanwhile resolved and closed their incident. Its stale "firing"
+    must not undo the resolution, nor come back as a new incident under the closed one's id."""
+    kv = {VLLM: ("kv_cache",)}
+    stale = group([seen("A", 0, kv), seen("B", 5, kv)], window=120)
+    kept = merge([], stale, now=T0 + 5, close_after=0, seen_contexts={"eu"})
+    # An app's refresh: neither fires now; with close_after 0 the incident closes at once.
+    kept = merge(kept, [], now=T0 + 60, close_after=0, seen_contexts={"eu"})
+    (closed,) = kept
+    assert closed.closed_at == T0 + 60
+    # serve folds its stale view (A and B still firing as far as it was told).
+    after = merge(kept, stale, now=T0 + 70, close_after=0)
+    assert after == [] or all(i.id != closed.id for i in after)
+    assert not [i for i in after if i.ongoing]
+    # A later firing of A is news: a new incident.
+    again = merge(kept, group([seen("A", 100, kv)], window=120), now=T0 + 100, close_after=0)
+    (new,) = [i for i in again if i.ongoing]
+    assert new.id != closed.id and [m.alert for m in new.members] == ["A"]
+
+
+def test_a_partial_writer_does_not_undo_a_resolution_of_the_same_firing() -> None:
+    kv = {VLLM: ("kv_cache",)}
+    both = group([seen("A", 0, kv), seen("B", 5, kv)], window=120)
+    kept = merge([], both, now=T0 + 5, close_after=300, seen_contexts={"eu"})
+    # The app saw B only: A resolved at T0 + 50.
+    kept = merge(kept, group([seen("B", 5, kv)], window=120), now=T0 + 50, close_after=300,
+                 seen_contexts={"eu"})  # fmt: skip
+    # serve still holds A as firing (same first firing): A stays resolved.
+    kept = merge(kept, both, now=T0 + 60, close_after=300)
+    (incident,) = kept
+    assert dict((m.alert, m.resolved_at) for m in incident.members) == {"A": T0 + 50, "B": None}
+    # serve is told A fired again (a later first firing): A fires again.
+    refired = group([seen("A", 200, kv), seen("B", 5, kv)], window=300)
+    kept = merge(kept, refired, now=T0 + 200, close_after=300)
+    (incident,) = [i for i in kept if i.ongoing]
+    assert dict((m.alert, m.resolved_at) for m in incident.members)["A"] is None
