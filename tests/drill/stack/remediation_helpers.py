@@ -6,14 +6,19 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 from oncall.backends.kube_write import KubeWriter
 from oncall.settings import Settings
 from oncall.settings.loader import load_settings
 from tests.drill.stack.conftest import Drill
+from tests.harness.processes import wait_until
 from tests.harness.terminal import TerminalRun, run_on_terminal
 
 T = TypeVar("T")
@@ -104,3 +109,44 @@ def ready_pod(drill: Drill) -> tuple[str, str]:
             meta = pod["metadata"]
             return meta["name"], meta["uid"]
     raise AssertionError("no Ready vLLM pod in the drill")
+
+
+def query(drill: Drill, expr: str) -> dict[str, float]:
+    """pod -> value of an instant query over the drill's Prometheus."""
+    url = f"{drill.prometheus}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+        result = json.load(response)["data"]["result"]
+    return {r["metric"].get("pod", ""): float(r["value"][1]) for r in result}
+
+
+def ready_pods(drill: Drill) -> list[dict[str, Any]]:
+    def ready(pod: dict[str, Any]) -> bool:
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+    return [p for p in vllm_pods(drill) if ready(p)]
+
+
+def wait_light(drill: Drill) -> None:
+    """Until every Ready pod is scraped, its KV below 90% and not preempting over 10 s (the
+    guard counts preemptions over 10 s in these tests: an earlier test's pressure would
+    otherwise stay in its default 2-minute window)."""
+    seen: dict[str, Any] = {}
+
+    def light() -> bool:
+        names = {p["metadata"]["name"] for p in ready_pods(drill)}
+        running = query(drill, 'sum by (pod) (vllm:num_requests_running{namespace="ai"})')
+        kv = query(drill, 'max by (pod) (vllm:kv_cache_usage_perc{namespace="ai"})')
+        preempted = query(
+            drill, 'sum by (pod) (increase(vllm:num_preemptions_total{namespace="ai"}[10s]))'
+        )
+        seen.update(names=names, running=running, kv=kv, preempted=preempted)
+        return (
+            names <= set(running) and names <= set(preempted)
+            and all(kv.get(n, 1) < 0.9 and preempted[n] == 0 for n in names)
+        )  # fmt: skip
+
+    try:
+        wait_until(light, timeout=150, what="pods scraped, KV below 90%, no preemptions")
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}; last seen: {seen}", pytrace=False)

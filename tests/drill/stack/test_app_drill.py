@@ -50,7 +50,12 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
             keys = [key for key, _ in app.board.columns]  # the drill has an Alertmanager column
             cell = lambda key: dict(zip(keys, app.board.rows()[0][1], strict=True))[key][0]  # noqa: E731
             # Held by the drill's Alertmanager once Prometheus has sent it (every 2 s).
-            await until(pilot, "Alertmanager to hold it", lambda: cell("routing") == "1 active")
+            await until(
+                pilot,
+                "Alertmanager to hold it",
+                lambda: cell("routing") == "1 active",
+                seen=lambda: (cell("routing"), app.board.rows()[0]),
+            )
             cells = dict(zip(keys, app.board.rows()[0][1], strict=True))
             assert cells["value"][0].endswith("> 1%")  # the ratio in the unit its rule compares in
             assert set(cells["history"][0]) <= set(SPARK_LEVELS + " ")

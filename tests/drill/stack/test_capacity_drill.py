@@ -15,24 +15,16 @@ import pytest
 
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
-from tests.drill.stack.remediation_helpers import records, remediate, transitions, vllm_pods
+from tests.drill.stack.remediation_helpers import (
+    query,
+    ready_pods,
+    records,
+    remediate,
+    transitions,
+    vllm_pods,
+    wait_light,
+)
 from tests.harness.processes import wait_until
-
-
-def query(drill: Drill, expr: str) -> dict[str, float]:
-    """pod -> value of an instant query over the drill's Prometheus."""
-    url = f"{drill.prometheus}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
-    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
-        result = json.load(response)["data"]["result"]
-    return {r["metric"].get("pod", ""): float(r["value"][1]) for r in result}
-
-
-def ready_pods(drill: Drill) -> list[dict[str, Any]]:
-    def ready(pod: dict[str, Any]) -> bool:
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-    return [p for p in vllm_pods(drill) if ready(p)]
 
 
 def scale(drill: Drill, replicas: int | None) -> None:
@@ -73,31 +65,6 @@ def capacity_of(audit: Path, transition: str = "proposed") -> dict[str, Any]:
     record = next(r for r in records(audit) if r["transition"] == transition)
     found: dict[str, Any] = record["detail"]["capacity"]
     return found
-
-
-def wait_light(drill: Drill) -> None:
-    """Until every Ready pod is scraped, its KV below 90% and not preempting over 10 s (the
-    guard counts preemptions over 10 s in these tests: an earlier test's pressure would
-    otherwise stay in its default 2-minute window)."""
-    seen: dict[str, Any] = {}
-
-    def light() -> bool:
-        names = {p["metadata"]["name"] for p in ready_pods(drill)}
-        running = query(drill, 'sum by (pod) (vllm:num_requests_running{namespace="ai"})')
-        kv = query(drill, 'max by (pod) (vllm:kv_cache_usage_perc{namespace="ai"})')
-        preempted = query(
-            drill, 'sum by (pod) (increase(vllm:num_preemptions_total{namespace="ai"}[10s]))'
-        )
-        seen.update(names=names, running=running, kv=kv, preempted=preempted)
-        return (
-            names <= set(running) and names <= set(preempted)
-            and all(kv.get(n, 1) < 0.9 and preempted[n] == 0 for n in names)
-        )  # fmt: skip
-
-    try:
-        wait_until(light, timeout=150, what="pods scraped, KV below 90%, no preemptions")
-    except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc}; last seen: {seen}", pytrace=False)
 
 
 def load_of(drill: Drill, pod: str) -> float:

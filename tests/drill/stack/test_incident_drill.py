@@ -4,8 +4,9 @@ verdict (the drill's `oncall serve`); `set-max-num-seqs` applied and verified; `
 the at-firing verdict, the action with its verification and the resolution; each action line
 carries its audit record id, and `oncall audit verify` agrees with the draft's chain.
 
-The incident is made by `record_incident` from Prometheus' firing alerts, standing in for the
-grouping (`oncall.incidents.grouping`), which writes the same store.
+The incident is the grouping's: the drill's `oncall serve` folds its at-firing verdicts into the
+team's store, and an `oncall alerts` refresh (which sees every instance) resolves the members
+and, with `incidents.close_after=0`, closes it once none fires.
 """
 
 from __future__ import annotations
@@ -15,14 +16,9 @@ import json
 import re
 import time
 import urllib.request
-from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from oncall.backends import from_settings
-from oncall.backends.incidents import IncidentStore
-from oncall.model.incidents import Incident, Member, incident_id
 from oncall.service.verdicts import VerdictReader
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
@@ -32,39 +28,37 @@ from tests.harness.processes import wait_until
 ALERT = "LLMHighP99Latency"
 
 
-def firing(drill: Drill) -> list[dict[str, Any]]:
+def alerts(drill: Drill) -> list[dict[str, Any]]:
+    """Prometheus' pending and firing alerts."""
     url = f"{drill.prometheus}/api/v1/alerts"
     with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback
-        alerts: list[dict[str, Any]] = json.load(response)["data"]["alerts"]
-    return [a for a in alerts if a["state"] == "firing"]
+        found: list[dict[str, Any]] = json.load(response)["data"]["alerts"]
+    return found
 
 
-def record_incident(drill: Drill, since: float, *, closing: Incident | None = None) -> Incident:
-    """The incident of the alerts firing since `since`, written to the team's store; with
-    `closing`, that incident closed now, every member resolved (what the grouping does)."""
-    now = time.time()
-    members: list[Member] = []
-    if closing is not None:
-        members = [replace(m, resolved_at=now) for m in closing.members]
-    for alert in firing(drill) if closing is None else []:
-        active = datetime.fromisoformat(alert["activeAt"].replace("Z", "+00:00")).timestamp()
-        if active >= since - 1:
-            labels = {k: v for k, v in alert["labels"].items() if k != "alertname"}
-            members.append(Member("", alert["labels"]["alertname"], labels, active))
-    members.sort(key=lambda m: m.first_firing)
-    incident = Incident(incident_id(members[0]), members[0].first_firing, tuple(members),
-                        explanation="grouped: the drill's kv-cache-pressure alerts",
-                        closed_at=None if closing is None else now)  # fmt: skip
+def firing(drill: Drill) -> list[dict[str, Any]]:
+    return [a for a in alerts(drill) if a["state"] == "firing"]
 
-    async def put() -> None:
-        store = IncidentStore(from_settings.redis_client(drill_settings(drill).redis))
-        try:
-            await store.put(incident)
-        finally:
-            await store.aclose()
 
-    asyncio.run(put())
-    return incident
+def incidents(drill: Drill, *options: str) -> list[dict[str, Any]]:
+    """`oncall incident list -o json`, after an `oncall alerts` refresh (with `options`)."""
+    config = ["--config", str(drill.directory / "oncall.yaml")]
+    refreshed = run_oncall(*config, *options, "alerts", "-o", "json", timeout=60)
+    assert refreshed.code in (0, 1, 3), refreshed.stderr
+    listed = run_oncall(*config, "incident", "list", "-o", "json", timeout=60)
+    assert listed.code == 0, listed.stderr
+    found: list[dict[str, Any]] = json.loads(listed.stdout)["incidents"]
+    return found
+
+
+def ours(drill: Drill, since: float) -> dict[str, Any] | None:
+    """The open incident that holds the firing of ALERT since `since`."""
+    for incident in incidents(drill):
+        if incident["closed_at"] is None and any(
+            m["alert"] == ALERT and m["first_firing"] >= since - 1 for m in incident["members"]
+        ):
+            return incident
+    return None
 
 
 def verdict_since(drill: Drill, since: float) -> bool:
@@ -81,14 +75,22 @@ def verdict_since(drill: Drill, since: float) -> bool:
 def test_the_postmortem_draft_of_a_kv_cache_incident(drill: Drill, tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
     options = ["--config", str(drill.directory / "oncall.yaml"), "--set", f"audit.path={audit}"]
+    # An earlier test's firing of ALERT still held by Alertmanager would get no new
+    # notification, so no verdict at firing: start from none.
+    wait_until(lambda: not any(a["labels"]["alertname"] == ALERT for a in alerts(drill)),
+               timeout=180, what=f"no {ALERT} left by an earlier test")  # fmt: skip
     injected = time.time()
     drill.cli("inject", "kv-cache-pressure")
     action_id = None
+    grouped: dict[str, Any] = {}
     try:
         wait_until(lambda: any(a["labels"]["alertname"] == ALERT for a in firing(drill)),
                    timeout=120, what=f"{ALERT} firing")  # fmt: skip
         wait_until(lambda: verdict_since(drill, injected), timeout=120, what="its verdict")
-        incident = record_incident(drill, injected)
+        wait_until(lambda: bool(grouped.update(ours(drill, injected) or {}) or grouped),
+                   timeout=60, what="the incident grouping it")  # fmt: skip
+        incident_id = grouped["id"]
+        members = {m["alert"] for m in grouped["members"]}
         run = remediate(drill, audit, "set-max-num-seqs", "vllm", "64",
                         answers=[("to confirm", as_asked("vllm"))])  # fmt: skip
         assert run.code == 0, run.output
@@ -98,10 +100,15 @@ def test_the_postmortem_draft_of_a_kv_cache_incident(drill: Drill, tmp_path: Pat
     finally:
         drill.cli("clear")
     try:
-        wait_until(lambda: not any(a["labels"]["alertname"] == ALERT for a in firing(drill)),
-                   timeout=120, what=f"{ALERT} resolved")  # fmt: skip
-        record_incident(drill, injected, closing=incident)
-        export = run_oncall(*options, "incident", "export", incident.id, "-o", "markdown",
+        wait_until(lambda: not members & {a["labels"]["alertname"] for a in firing(drill)},
+                   timeout=180, what=f"{sorted(members)} resolved")  # fmt: skip
+
+        def closed() -> bool:
+            listed = incidents(drill, "--set", "incidents.close_after=0")
+            return any(i["id"] == incident_id and i["closed_at"] for i in listed)
+
+        wait_until(closed, timeout=60, what=f"{incident_id} closed")
+        export = run_oncall(*options, "incident", "export", incident_id, "-o", "markdown",
                             timeout=60)  # fmt: skip
         verify = run_oncall(*options, "audit", "verify", timeout=60)
     finally:

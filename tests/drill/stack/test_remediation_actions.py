@@ -9,6 +9,7 @@ import re
 import urllib.request
 from pathlib import Path
 
+import pytest
 import redis
 
 from tests.drill.stack.conftest import Drill
@@ -21,7 +22,16 @@ from tests.drill.stack.remediation_helpers import (
     remediate,
     transitions,
     vllm_pods,
+    wait_light,
 )
+
+
+@pytest.fixture(autouse=True)
+def _light(drill: Drill) -> None:
+    """Each test starts on a drill whose replicas are not saturated: an earlier test's
+    `kv-cache-pressure` would make the capacity guard refuse what these tests take."""
+    wait_light(drill)
+
 
 DONE = ["proposed", "approved", "started", "succeeded", "verified"]
 

@@ -27,8 +27,16 @@ from tests.drill.stack.remediation_helpers import (
     records,
     remediate,
     transitions,
+    wait_light,
 )
 from tests.harness.terminal import run_on_terminal
+
+
+@pytest.fixture(autouse=True)
+def _light(drill: Drill) -> None:
+    """Each test starts on a drill whose replicas are not saturated: an earlier test's
+    `kv-cache-pressure` would make the capacity guard refuse what these tests take."""
+    wait_light(drill)
 
 
 def pod_uid(drill: Drill, name: str) -> str | None:
