@@ -51,7 +51,7 @@ def incidents(drill: Drill, *options: str) -> list[dict[str, Any]]:
     return found
 
 
-def ours(drill: Drill, since: float) -> dict[str, Any] | None:
+def incident_of(drill: Drill, since: float) -> dict[str, Any] | None:
     """The open incident that holds the firing of ALERT since `since`."""
     for incident in incidents(drill):
         if incident["closed_at"] is None and any(
@@ -87,7 +87,7 @@ def test_the_postmortem_draft_of_a_kv_cache_incident(drill: Drill, tmp_path: Pat
         wait_until(lambda: any(a["labels"]["alertname"] == ALERT for a in firing(drill)),
                    timeout=120, what=f"{ALERT} firing")  # fmt: skip
         wait_until(lambda: verdict_since(drill, injected), timeout=120, what="its verdict")
-        wait_until(lambda: bool(grouped.update(ours(drill, injected) or {}) or grouped),
+        wait_until(lambda: bool(grouped.update(incident_of(drill, injected) or {}) or grouped),
                    timeout=60, what="the incident grouping it")  # fmt: skip
         incident_id = grouped["id"]
         members = {m["alert"] for m in grouped["members"]}
