@@ -3,11 +3,12 @@
 A step's probe names its target in its parameters or facts (`kube.deployment` its Deployment,
 `gpu.devices` its node, `redis.stats`, `redis.slowlog` and `redis.latency` the service Redis;
 a `redis.key` reads a value the service keeps there and implicates nothing); this module turns
-a step result (the JSON of `oncall.model.checklist_events.StepResult`, as verdicts store it) into that name, so
-that the grouping compares targets, not probes. A `prometheus.*` query implicates nothing: a
-metric is not a target. A `vllm.*` step reads the vLLM servers of the checklist's Deployment
-(the one its `kube.deployment` or `gpu.vllm_memory` step read), or the namespace's vLLM servers
-when the checklist reads none. See `docs/architecture.md` §3, the read path.
+a step result (the JSON of `oncall.model.checklist_events.StepResult`, as verdicts store it)
+into that name, so that the grouping compares targets, not probes. A `prometheus.*` query
+implicates nothing: a metric is not a target. A `vllm.*` step reads the vLLM servers of the
+checklist's Deployment (the one its `kube.deployment` or `gpu.vllm_memory` step read), or the
+namespace's vLLM servers when the checklist reads none. See `docs/architecture.md` §3, the read
+path.
 """
 
 from __future__ import annotations
