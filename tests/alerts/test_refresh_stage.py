@@ -187,7 +187,7 @@ def test_the_scan_asks_for_what_the_decoded_alerts_would(body: bytes) -> None:
     )
     assert scan is not None
     assert scan.active == AlertmanagerClient.may_be_muted(alerts)
-    assert scan.silence_ids == {sid for a in alerts for sid in a.silenced_by}
+    assert scan.silence_ids == frozenset(sid for a in alerts for sid in a.silenced_by)
     # Compact as Alertmanager writes it: the same.
     compact = json.dumps(json.loads(body), separators=(",", ":")).encode()
     assert scan_alerts(httpx.Response(200, content=compact)) == scan
