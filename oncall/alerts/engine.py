@@ -96,12 +96,17 @@ class AlertEngine:
             # there writes to `self`; `last` is written below only, on the loop. What that
             # write replaces is kept alive and freed in the next refresh's worker
             # (`retired`): freeing 5,000 instances is 3-5 ms of CPU the loop would spend.
+            # Alertmanager's answer, received beside Prometheus', is decoded there too.
             try:
                 built, self._retired = await asyncio.to_thread(
                     self._stage, response, now, self._retired, joiner
                 )
             except BackendError as exc:
                 prom_error = exc
+        elif joiner.pending:
+            # No answer of Prometheus' to decode (it failed, or every rule is local): the
+            # refresh's one hop decodes Alertmanager's alone.
+            await asyncio.to_thread(_join_decoded, joiner)
         if built is not None:
             deployed, self.remote, statuses = built.deployed, built.remote, built.statuses
         else:
@@ -140,11 +145,13 @@ class AlertEngine:
     def _stage(
         self, response: httpx.Response, now: float, retired: list[RuleStatus], joiner: Joiner
     ) -> tuple[Built, list[RuleStatus]]:
-        """The refresh's one worker: the answer decoded, every state Prometheus gives built,
-        the collector paused throughout (`oncall.runtime`: the decoded answer is freed before
-        any collection walks it), the last refresh's replaced statuses let go here."""
+        """The refresh's one worker: the answers decoded (Prometheus' and, received beside
+        it, Alertmanager's), every state Prometheus gives built, the collector paused
+        throughout (`oncall.runtime`: the decoded answers are freed before any collection
+        walks them), the last refresh's replaced statuses let go here."""
         with collector_paused():
             retired.clear()
+            joiner.decode()  # Alertmanager's answer (never raises: a failure says so)
             groups = self.prom.decode_rules(response)
             built = states.from_groups(
                 groups, self.rules, self.last, now, context=self.context, setting=self.source,
@@ -197,3 +204,9 @@ class AlertEngine:
                     points[ts] = max(value, points.get(ts, -math.inf))
             self.history[rule.name] = sorted(points.items())
             self._history_at[rule.name] = now
+
+
+def _join_decoded(joiner: Joiner) -> None:
+    """Alertmanager's answer decoded in a worker, the collector paused (`oncall.runtime`)."""
+    with collector_paused():
+        joiner.decode()

@@ -3,7 +3,9 @@
 A refresh stage (docs/architecture.md, §3 "The three routes") reads Alertmanager's alerts and the
 acknowledgements beside Prometheus' rules and hands both here as a `Join`; the states are then
 built once with them (`oncall.alerts.states`): each firing instance with what Alertmanager
-does with it, each active rule with its counts and acknowledgement.
+does with it, each active rule with its counts and acknowledgement. Alertmanager's answer
+comes as received (`Received`) and is decoded in the refresh's one worker
+(`Joiner.decode`), beside Prometheus'.
 
 Prometheus sends an instance's labels (plus its `external_labels`, which the instance lacks):
 an Alertmanager alert is matched by the whole label set first, and only when that misses by
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from oncall.errors import BackendError
 from oncall.model.alertmanager import (
@@ -35,11 +38,21 @@ AckRead = dict[str, Acknowledgement] | BackendError
 Labels = Mapping[str, str]
 
 
+class Received(Protocol):
+    """An Alertmanager read as received, not yet decoded (`oncall.service.routing`)."""
+
+    def decoded(self) -> AmSnapshot:
+        """The read's snapshot, decoded at the first call (blocking: call it in a worker
+        thread, the collector paused); never raises (a failure is a snapshot that says so)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Join:
-    """This refresh's reads beside Prometheus': None where none is configured."""
+    """This refresh's reads beside Prometheus': None where none is configured. Alertmanager's
+    is a snapshot done (a failure, a timeout) or an answer received, decoded by the Joiner."""
 
-    snapshot: AmSnapshot | None = None
+    snapshot: AmSnapshot | Received | None = None
     acks: AckRead | None = None
 
 
@@ -48,10 +61,32 @@ class Joiner:
 
     def __init__(self, join: Join) -> None:
         self.acks = join.acks
-        self.snapshot = join.snapshot
+        read = join.snapshot
+        self._snapshot = read if isinstance(read, AmSnapshot) else None
+        self._received = None if isinstance(read, AmSnapshot) else read
         # Indexed when first asked, in the refresh's worker: 5,000 alerts are milliseconds.
         self._by_name: dict[str, list[AmAlert]] | None = None
         self._fingerprints: dict[str, AmAlert] = {}
+
+    @property
+    def pending(self) -> bool:
+        """Whether Alertmanager's answer is still to be decoded (`decode`)."""
+        return self._received is not None
+
+    def decode(self) -> None:
+        """Decode Alertmanager's answer (blocking: in the refresh's worker thread, the
+        collector paused); nothing when there is none or it is decoded already."""
+        received = self._received
+        if received is not None:
+            self._snapshot = received.decoded()
+            self._received = None
+
+    @property
+    def snapshot(self) -> AmSnapshot | None:
+        """Alertmanager's read (None without Alertmanager); decoded here if `decode` was not
+        called (the refresh calls it in its worker first)."""
+        self.decode()
+        return self._snapshot
 
     def routings(self, rule: str, firing: Sequence[Labels]) -> list[InstanceRouting] | None:
         """What Alertmanager does with each firing label set of `rule`, in order; None

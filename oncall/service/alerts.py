@@ -26,6 +26,7 @@ from oncall.model.matchers import Selection, parse_selection
 from oncall.settings import Settings
 
 if TYPE_CHECKING:
+    from oncall.alerts.join import Received
     from oncall.backends.prometheus import PrometheusClient
     from oncall.model.alertmanager import AmSnapshot
     from oncall.service.acks import AckView, Read
@@ -178,9 +179,9 @@ async def refresh_joined(
 ) -> list[RuleStatus]:
     """One refresh of the alert route (docs/architecture.md, §3 "The three routes"): Alertmanager's
     and the acknowledgements' reads started beside Prometheus' request, both awaited at most
-    their grace once it answered, concurrently, then the engine's one worker builds each
-    status with its routing and acknowledgement; the acknowledgements of resolved rules are
-    cleared after it."""
+    their grace once it answered, concurrently, then the engine's one worker decodes
+    Alertmanager's answer with Prometheus' and builds each status with its routing and
+    acknowledgement; the acknowledgements of resolved rules are cleared after it."""
     view = alertmanager if alertmanager is not None and alertmanager.enabled else None
     if view is None and acks is None:
         return await engine.refresh(now)
@@ -202,7 +203,7 @@ async def refresh_joined(
     return statuses
 
 
-async def _snapshot(view: AlertmanagerView | None) -> AmSnapshot | None:
+async def _snapshot(view: AlertmanagerView | None) -> AmSnapshot | Received | None:
     return None if view is None else await view.latest()
 
 

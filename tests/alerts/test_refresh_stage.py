@@ -1,6 +1,7 @@
 """One refresh stage (docs/architecture.md, §3 "The three routes"): after Prometheus answered, one
-thread hop decodes its rules and builds each status once, with Alertmanager's routing and the
-acknowledgements in it; nothing copies a status afterwards.
+thread hop decodes its rules and Alertmanager's answer (received beside it, not decoded) and
+builds each status once, with Alertmanager's routing and the acknowledgements in it; nothing
+copies a status afterwards. A refresh with Alertmanager makes that one hop and no other.
 
 Recorded payloads served over loopback (fixtures/prometheus, fixtures/alertmanager); the
 acknowledgements' Redis refuses, so every active rule says `ack unknown`.
@@ -14,21 +15,31 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from oncall.alerts.engine import AlertEngine
 from oncall.alerts.join import route, with_ack
+from oncall.alerts.loader import load_rule_files
 from oncall.alerts.remote_rules import rule_key
-from oncall.backends.alertmanager import AlertmanagerClient
+from oncall.backends.alertmanager import AlertmanagerClient, scan_alerts
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.matchers import Selection
 from oncall.service.acks import AckView
 from oncall.service.alerts import refresh_joined
 from oncall.service.routing import AlertmanagerView
 from oncall.settings import Settings
+from tests.alertmanager.test_muted_by import alerts_endpoint
 from tests.alerts.test_refresh_off_loop import AM_ALERTS, NOW, RULES, TIMEOUT
 from tests.harness.faults import answering_server, refused_port
 
+RULE = """
+groups:
+- name: g
+  rules:
+  - alert: LLMHighP99Latency
+    expr: vector(1)
+"""
 SILENCES = Path(__file__).resolve().parents[2] / "fixtures" / "alertmanager" / "silences_v2.json"
 
 
@@ -82,10 +93,9 @@ async def test_one_hop_after_prometheus_and_each_status_built_once(
             for _ in range(2):
                 hops.clear()
                 statuses = await refresh_joined(engine, NOW, alertmanager=view, acks=acks)
-                # The refresh's own hop is one; the others are Alertmanager's read, decoded
-                # beside Prometheus' request (its alerts, the silences list on the first).
-                assert hops.count("AlertEngine._stage") == 1
-                assert all(h == "AlertEngine._stage" or "_decoded" in h for h in hops), hops
+                # The refresh's one hop, Alertmanager's answer decoded in it (its alerts, and
+                # the silences list on the first): no hop of its own.
+                assert hops == ["AlertEngine._stage"]
         finally:
             await view.aclose()
             await acks.aclose()
@@ -112,3 +122,73 @@ async def test_one_hop_after_prometheus_and_each_status_built_once(
     assert routed, "the recorded alerts are held by Alertmanager"
     assert all(s.routing.ack_error for s in statuses if s.state in ("firing", "pending")
                and s.routing is not None)  # fmt: skip
+
+
+async def test_prometheus_down_alertmanager_is_decoded_in_the_one_hop(
+    url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "rules.yaml").write_text(RULE)
+    rules = load_rule_files([tmp_path / "rules.yaml"]).rules
+    assert rules
+    view = AlertmanagerView(AlertmanagerClient(url, timeout=TIMEOUT), grace=None)
+    hops = _hops(monkeypatch)
+    async with PrometheusClient(f"http://127.0.0.1:{refused_port()}", timeout=TIMEOUT) as prom:
+        engine = AlertEngine(prom, rules, source="prometheus", context="eu")
+        try:
+            (status,) = await refresh_joined(engine, NOW, alertmanager=view)
+        finally:
+            await view.aclose()
+    assert hops == ["_join_decoded"]
+    assert status.state == "unknown"
+    snapshot = view.snapshot
+    assert snapshot is not None and snapshot.reason is None and snapshot.alerts
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [(b"<html><body>Sign in</body></html>", "bad payload"),
+     (b'{"error": "not here"}', "bad payload"),
+     (b'[{"fingerprint": "f1", "status": {"state": "lost"}, "labels": {}}]', "bad payload")],
+)  # fmt: skip
+async def test_an_answer_that_does_not_decode_is_a_reason_in_the_stage_not_a_traceback(
+    body: bytes, reason: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def answer(path: str) -> tuple[int, str, bytes]:
+        if path.startswith("/api/v2/alerts"):
+            return 200, "text/html", body
+        return _answer(path)
+
+    hops = _hops(monkeypatch)
+    with answering_server(answer) as base:
+        view = AlertmanagerView(AlertmanagerClient(base, timeout=TIMEOUT), grace=None)
+        async with PrometheusClient(base, timeout=TIMEOUT) as prom:
+            engine = AlertEngine(prom, [], from_prometheus=Selection(), context="eu")
+            try:
+                statuses = await refresh_joined(engine, NOW, alertmanager=view)
+            finally:
+                await view.aclose()
+    assert hops == ["AlertEngine._stage"]
+    snapshot = view.snapshot
+    assert snapshot is not None and snapshot.reason == reason
+    firing = [i.routing for s in statuses for i in s.instances if i.state == "firing"]
+    assert firing and all(r is not None and r.state == "unknown" for r in firing)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [AM_ALERTS.read_bytes(), json.dumps(alerts_endpoint(), indent=2).encode(),
+     json.dumps(alerts_endpoint()[:1]).replace('"active"', '"unprocessed"').encode(), b"[]"],
+    ids=["silenced-inhibited", "active", "unprocessed", "none"],
+)  # fmt: skip
+def test_the_scan_asks_for_what_the_decoded_alerts_would(body: bytes) -> None:
+    scan = scan_alerts(httpx.Response(200, content=body))
+    alerts = AlertmanagerClient("http://am", timeout=1).decode_alerts(
+        httpx.Response(200, content=body)
+    )
+    assert scan is not None
+    assert scan.active == AlertmanagerClient.may_be_muted(alerts)
+    assert scan.silence_ids == frozenset(sid for a in alerts for sid in a.silenced_by)
+    # Compact as Alertmanager writes it: the same.
+    compact = json.dumps(json.loads(body), separators=(",", ":")).encode()
+    assert scan_alerts(httpx.Response(200, content=compact)) == scan
+    assert scan_alerts(httpx.Response(200, content=b"<html>login</html>")) is None
