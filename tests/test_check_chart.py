@@ -11,8 +11,8 @@ from pathlib import Path
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import AlertRule
 from tests.cli_runner import run_oncall
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer, rule_file_text
+from tests.harness.waiting import eventually
 
 SEVEN = AlertRule(name="Seven", expr="vector(7) > 5", group="g", file="", line=0, for_s=1.0)
 RUNBOOK = """

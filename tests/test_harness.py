@@ -13,8 +13,9 @@ import httpx
 import pytest
 import redis
 
-from tests.harness.processes import STARTED_PIDS, pid_alive, require_binary, wait_until
+from tests.harness.processes import STARTED_PIDS, pid_alive, require_binary
 from tests.harness.servers import prometheus_server, redis_server
+from tests.harness.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,7 +70,7 @@ def test_servers_die_when_the_test_process_is_killed(tmp_path: Path) -> None:
         assert pid_alive(server_pid)
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=10)
-        wait_until(lambda: not pid_alive(server_pid), timeout=5, what="orphaned redis-server exit")
+        wait_until(lambda: not pid_alive(server_pid), within=5, what="orphaned redis-server exit")
     finally:
         if child.poll() is None:
             child.kill()

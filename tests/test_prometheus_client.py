@@ -11,8 +11,8 @@ import pytest
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
 from tests.harness.faults import http_stub, refused_port, silent_listener
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 
 TIMEOUT = 1.0
 SLACK = 0.5

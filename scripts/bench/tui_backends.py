@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from scripts.bench.tui_common import PACKS, ROOT
-from tests.harness.processes import free_port, wait_until
+from tests.harness.processes import Started, free_port
 from tests.harness.servers import prometheus_server
+from tests.harness.waiting import wait_until
 
 
 def closed_ports() -> dict[str, str]:
@@ -106,10 +107,9 @@ def bench_prometheus(directory: Path) -> Iterator[str]:
     with prometheus_server(directory / "prometheus", rule_files=rules, interval="1s") as server:
         wait_until(
             lambda: _rules_evaluated(server.url),
-            timeout=30,
+            within=30,
             what="prometheus to evaluate the packs' rules",
-            proc=server.proc,
-            log=directory / "prometheus" / "prometheus.log",
+            watching=Started(server.proc, directory / "prometheus" / "prometheus.log"),
         )
         yield server.url
 

@@ -17,8 +17,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.harness.processes import wait_until
 from tests.harness.servers import RunningServer, prometheus_server
+from tests.harness.waiting import wait_until
 
 PostAlerts = Callable[[list[dict[str, str]]], None]
 Silence = Callable[..., str]
@@ -149,7 +149,6 @@ def routed(
     ) as prom:
         found = Routed(prom, alertmanager_srv, label)
         wait_until(
-            lambda: len(found.held()) == HELD, timeout=30,
-            what="Prometheus' alerts in Alertmanager",
-        )  # fmt: skip
+            lambda: len(found.held()) == HELD, within=30, what="Prometheus' alerts in Alertmanager"
+        )
         yield found

@@ -13,8 +13,8 @@ from oncall.errors import BackendError
 from oncall.model.alertmanager import AmAlert
 from tests.alertmanager.conftest import PostAlerts, Silence
 from tests.harness.faults import http_stub, refused_port, silent_listener
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "alertmanager"
 

@@ -19,7 +19,7 @@ from tests.alertmanager.conftest import Routed, Silence
 from tests.cli_runner import run_oncall
 from tests.harness.faults import http_stub, silent_listener
 from tests.harness.servers import RunningServer
-from tests.tui.fakes import until
+from tests.harness.waiting import until
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from oncall.model.alertmanager import Inhibitor, InstanceRouting, RuleRouting, S
 from oncall.model.alerts import AlertInstance, RuleStatus
 from oncall.tui.app import OncallApp
 from oncall.tui.incident import IncidentScreen
+from tests.harness.waiting import until
 from tests.tui import fakes
-from tests.tui.fakes import P99, T0, status, until
+from tests.tui.fakes import P99, T0, status
 
 SIZES = [pytest.param((100, 30), id="100x30"), pytest.param((80, 24), id="80x24")]
 SILENCE = Silence(

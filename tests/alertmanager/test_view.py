@@ -14,8 +14,8 @@ from oncall.tui.board import routing_cell
 from oncall.tui.instances import instance_lines
 from tests.alertmanager.conftest import PostAlerts
 from tests.alertmanager.conftest import Silence as MakeSilence
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 from tests.tui.fakes import T0, status
 
 NAME = "ViewP99"

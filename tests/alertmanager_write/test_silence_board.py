@@ -25,7 +25,7 @@ from oncall.tui.silence import SilenceScreen
 from tests.alertmanager.conftest import Routed
 from tests.alertmanager_write.conftest import OPERATOR, World
 from tests.harness.terminal import run_on_terminal
-from tests.tui.fakes import until
+from tests.harness.waiting import until
 
 ALERT = "AmP99High"
 

@@ -13,8 +13,8 @@ from oncall.alerts.prom_source import instances_of
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import AlertRule, RuleStatus
 from tests.harness.faults import http_stub, refused_port, silent_listener
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 
 RULES = """\
 groups:

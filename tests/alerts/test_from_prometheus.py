@@ -17,8 +17,8 @@ import yaml
 
 from oncall.alerts.loader import load_rule_files
 from tests.cli_runner import run_oncall
-from tests.harness.processes import wait_until
 from tests.harness.servers import RunningServer, prometheus_server
+from tests.harness.waiting import wait_until
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "rules" / "kube-prometheus"
 
@@ -62,7 +62,7 @@ def kube_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 and _states(groups)[("general.rules", "Watchdog")] == "firing"
             )
 
-        wait_until(evaluated, timeout=60, what="every kube-prometheus group evaluated")
+        wait_until(evaluated, within=60, what="every kube-prometheus group evaluated")
         yield server
 
 

@@ -25,8 +25,9 @@ from oncall.alerts.liveness_fetch import fetch_facts
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import Liveness
 from tests.cli_runner import run_oncall
-from tests.harness.processes import free_port, wait_until
+from tests.harness.processes import free_port
 from tests.harness.servers import RunningServer, prometheus_server
+from tests.harness.waiting import wait_until
 
 RULES = """\
 groups:
@@ -102,7 +103,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServ
             jobs = {t["labels"]["job"] for t in body["data"]["activeTargets"]}
             return jobs == {"vllm", "vllm-slow"}
 
-        wait_until(discovered, timeout=30, what="both scrape jobs discovered")
+        wait_until(discovered, within=30, what="both scrape jobs discovered")
         yield server
 
 

@@ -28,8 +28,8 @@ from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import AlertInstance, AlertRule
 from oncall.model.metrics import Sample
 from tests.harness.faults import refused_port
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 
 T0 = 1_000_000.0
 

@@ -27,8 +27,8 @@ from oncall.alerts.loader import load_rule_files
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import Selection
-from tests.harness.processes import wait_until
 from tests.harness.servers import RunningServer, prometheus_server
+from tests.harness.waiting import wait_until
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "rules" / "kube-prometheus"
 CLIENT, SERVER = "KubeletClientCertificateExpiration", "KubeletServerCertificateExpiration"
@@ -98,7 +98,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSe
             active = _prometheus_active(groups) if done else {}
             return done and len(active.get(("kubernetes-system-kubelet", SERVER), ())) == 2
 
-        wait_until(evaluated, timeout=60, what="every kube-prometheus group evaluated")
+        wait_until(evaluated, within=60, what="every kube-prometheus group evaluated")
         yield server, files
 
 

@@ -12,8 +12,8 @@ from oncall.alerts.loader import load_rule_files
 from oncall.alerts.templates import TemplateError, parse
 from oncall.backends.prometheus import PrometheusClient
 from oncall.service.checklists import alert_facts
-from tests.harness.processes import wait_until
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import wait_until
 
 RULES = """\
 groups:
@@ -122,7 +122,7 @@ def test_prometheus_evaluated_rules_show_prometheus_own_expansion(
     def firing() -> bool:
         return getattr(asyncio.run(refresh()), "state", "") == "firing"
 
-    wait_until(firing, timeout=30, what="the rule firing in Prometheus")
+    wait_until(firing, within=30, what="the rule firing in Prometheus")
     status = asyncio.run(refresh())
     (instance,) = status.instances  # type: ignore[attr-defined]
     assert instance.annotations["summary"] == "ai/vllm-0 stuck (prometheus) for 1h 6m 40s"

@@ -27,9 +27,9 @@ from oncall_drill.kube_sim import (
     write_kubeconfig,
 )
 from oncall_drill.kube_sim.resources import LEASES
-from tests.drill.kube.conftest import wait_until
 from tests.harness.faults import http_stub, silent_listener
 from tests.harness.processes import loaded_by
+from tests.harness.waiting import wait_until
 
 NS = "ai"
 APP = "app=vllm"
@@ -58,7 +58,9 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     with SimulatorThread(sim) as server:
         path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
         wait_until(
-            "a rolled-out vllm", lambda: server.call(lambda: sim.rollout_complete(NS, "vllm"))
+            lambda: server.call(lambda: sim.rollout_complete(NS, "vllm")),
+            within=10,
+            what="a rolled-out vllm",
         )
         yield Cluster(sim, server, path)
 

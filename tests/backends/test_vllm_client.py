@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
@@ -24,12 +23,12 @@ from oncall.errors import BackendError
 from oncall_drill.netutil import free_loopback_port
 from tests.drill.vllm.helpers import SimProcess, running_sim, sim_factory
 from tests.harness.faults import http_stub
+from tests.harness.waiting import eventually
 
 MODEL = "qwen"
 MAX_SEQS = 4
 BASE_ARGS = ("--model", MODEL, "--max-num-seqs", str(MAX_SEQS), "--kv-capacity-tokens", "4096")
 INF = math.inf
-T = TypeVar("T")
 
 # ---- histogram_quantile --------------------------------------------------------------------
 
@@ -134,18 +133,6 @@ def test_token_rate_handles_reset_and_absence() -> None:
 # ---- against the simulator -----------------------------------------------------------------
 
 
-async def poll(check: Callable[[], Awaitable[T | None]], within: float, what: str) -> T:
-    """Poll `check` until it returns non-None; the simulator offers nothing to wait on."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await check()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 @pytest.fixture(scope="module", params=["0.33", "0.10"])
 def sim(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -215,7 +202,7 @@ async def test_metrics_under_flood(sim: SimProcess) -> None:
             waiting = scraped.models[MODEL].waiting
             return scraped if waiting is not None and waiting > 0 else None
 
-        first = await poll(queued, within=10, what="waiting > 0")
+        first = await eventually(queued, within=10, what="waiting > 0", interval=0.02)
         started = time.monotonic()
         first_total = first.generation_tokens_total
         assert first_total is not None
@@ -226,7 +213,9 @@ async def test_metrics_under_flood(sim: SimProcess) -> None:
             total = scraped.generation_tokens_total
             return scraped if total is not None and total > first_total else None
 
-        second = await poll(advanced, within=10, what="generation tokens to grow")
+        second = await eventually(
+            advanced, within=10, what="generation tokens to grow", interval=0.02
+        )
         rate = token_rate(first, second, time.monotonic() - started)
         assert rate is not None and rate > 0
         assert await flood == [200] * (3 * MAX_SEQS)

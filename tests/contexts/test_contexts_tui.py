@@ -16,6 +16,7 @@ from oncall.service.contexts import ContextAlerts, ContextChecklists
 from oncall.settings import Settings
 from oncall.tui.app import OncallApp
 from oncall.tui.banner import ContextBanner
+from tests.harness.waiting import until
 from tests.tui.chart_fakes import FakeCharts
 from tests.tui.fakes import (
     P99,
@@ -25,7 +26,6 @@ from tests.tui.fakes import (
     board_statuses,
     p99_script,
     status,
-    until,
 )
 from tests.tui.test_confirm import OK_GUARDS, FakeRemediations, seqs_preview, up
 

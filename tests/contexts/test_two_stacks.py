@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,7 +35,8 @@ from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import FOR_SCALE, JOBS, Drill, targets
 from tests.drill.stack.remediation_helpers import vllm_pods
 from tests.harness.faults import silent_listener
-from tests.harness.pilot import static_text, until
+from tests.harness.pilot import static_text
+from tests.harness.waiting import until, wait_until
 
 ALERT = "GPUXidError"
 #: Two stacks on two shared cores: a fault, its checklist and a verified rebuild take minutes.
@@ -51,12 +51,13 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     result = run_oncall(*up, timeout=240)
     try:
         assert result.code == 0, result.stderr
-        deadline = time.monotonic() + 60
-        for name in CONTEXTS:  # bounded poll: every target of both stacks scraped
-            prometheus = Drill(directory / name, 0.0).prometheus
-            while not _all_up(prometheus):
-                assert time.monotonic() < deadline, f"{name}: targets not up"
-                time.sleep(0.2)
+        prometheus = {name: Drill(directory / name, 0.0).prometheus for name in CONTEXTS}
+        wait_until(
+            lambda: all(_all_up(url) for url in prometheus.values()),
+            within=60,
+            what="every target of both stacks scraped and up",
+            interval=0.2,
+        )
         yield directory
     finally:
         run_oncall("drill", "down", "--dir", str(directory), timeout=120)
@@ -102,25 +103,31 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
     async with app.run_test(size=(140, 40)) as pilot:
         await asyncio.to_thread(drill_cli, stacks, "inject", "gpu-xid", "--context", "eu")
         try:
+            last = [""]  # what findings() saw last, for the failure message
 
             def findings() -> bool:
                 status, run = app.book.statuses.get(eu_key), app.book.runs.get(eu_key)
-                seen.append(
+                last[0] = (
                     f"{status and status.state}, run {run and run.findings()}, "
                     f"{len(app.book.statuses)} rows, error {app.book.refresh_error}"
                 )
                 return bool(status and status.state == "firing" and run and not run.running
                             and run.results)  # fmt: skip
 
-            seen: list[str] = []
-            try:
-                await until(pilot, "eu's GPUXidError firing with its findings", findings, 180)
-            except AssertionError as exc:
-                raise AssertionError(f"{exc}; last: {seen[-1:]}") from None
+            await until(
+                pilot,
+                findings,
+                "eu's GPUXidError firing with its findings",
+                within=180,
+                seen=lambda: last[0],
+            )
             # Fires only there: us evaluates the same rule, and it is not firing.
             # (A refresh of us may time out on a loaded machine: its state is then unknown.)
             await until(
-                pilot, "us's state known", lambda: app.book.statuses[us_key].state != "unknown"
+                pilot,
+                lambda: app.book.statuses[us_key].state != "unknown",
+                "us's state known",
+                within=90,
             )
             assert app.book.statuses[us_key].state == "inactive"
             # The all-contexts board: a Context column, firing rows first across both.
@@ -141,7 +148,7 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
                     break
                 app.start_checklist(eu_key)
                 rerun = app.book.runs[eu_key]
-                await until(pilot, "eu's checklist again", lambda: not rerun.running)  # noqa: B023
+                await until(pilot, lambda: not rerun.running, "eu's checklist again", within=90)  # noqa: B023
                 steps = {r.id: r for r in rerun.results.values()}
             xid = steps["xid"]
             assert xid.status == "fail" and "Xid 13" in (xid.summary or ""), xid
@@ -159,17 +166,23 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
             assert "no DCGM_FI_DEV_XID" in (us_xid.reason or ""), us_xid
             # A rebuild confirmed from eu's alert: the modal names eu's cluster.
             app.open_incident(eu_key)
-            await until(pilot, "the incident", lambda: isinstance(app.screen, IncidentScreen))
+            await until(
+                pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident", within=90
+            )
             incident = app.screen
             assert isinstance(incident, IncidentScreen)
-            await until(pilot, "the proposal", lambda: bool(incident.proposals()))
+            await until(pilot, lambda: bool(incident.proposals()), "the proposal", within=90)
             proposal = incident.proposals()[0]
             assert proposal.id == "rebuild-xid-pod"
             pod = str(proposal.params["pod"])
             assert pod in before["us"]  # the same-named pod exists in the other cluster
             await pilot.press("1")
-            await until(pilot, "the confirm modal", lambda: isinstance(app.screen, ConfirmScreen))
-            await until(pilot, "the preview", lambda: bool(app.screen.query("#confirm-preview")))
+            await until(
+                pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm modal", within=90
+            )
+            await until(
+                pilot, lambda: bool(app.screen.query("#confirm-preview")), "the preview", within=90
+            )
             preview = static_text(app, "#confirm-preview")
             eu_server = yaml.safe_load((stacks / "eu" / "kubeconfig").read_text())["clusters"][0]
             assert "context eu" in preview and "kube context oncall-drill" in preview
@@ -181,7 +194,7 @@ async def test_a_fault_in_eu_stays_in_eu_down_to_the_rebuilt_pod(
             def verified() -> bool:
                 return "verified" in static_text(app, "#confirm-progress")
 
-            await until(pilot, "the rebuild verified", verified, within=120)
+            await until(pilot, verified, "the rebuild verified", within=120)
         finally:
             await asyncio.to_thread(drill_cli, stacks, "clear", "--context", "eu")
     after = {name: await asyncio.to_thread(pods_of, stacks, name) for name in CONTEXTS}
@@ -223,17 +236,17 @@ async def test_one_context_hung_the_other_keeps_refreshing_and_keys_answer(
 
         eu_source.refresh = counted  # type: ignore[method-assign]
         async with app.run_test(size=(120, 30)) as pilot:
-            await until(pilot, "three eu refreshes", lambda: refreshes[0] >= 3, within=30)
+            await until(pilot, lambda: refreshes[0] >= 3, "three eu refreshes", within=30)
             hung_rows = [k for k in app.book.statuses if k.startswith("hung/")]
             assert hung_rows == []  # eu refreshed on its own loop while hung's still waits
             await pilot.press("question_mark")
-            await until(pilot, "help", lambda: isinstance(app.screen, HelpScreen), within=5)
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help", within=5)
             await pilot.press("escape")
             # Then hung's timeout: its rows are unknown with the reason; eu's are unaffected.
             await until(
                 pilot,
-                "hung's rows unknown",
                 lambda: any(k.startswith("hung/") for k in app.book.statuses),
+                "hung's rows unknown",
                 within=30,
             )
             hung_states = {s.state for k, s in app.book.statuses.items() if k.startswith("hung/")}

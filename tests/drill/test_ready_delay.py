@@ -12,7 +12,8 @@ from oncall_drill.cluster.__main__ import parse_args
 from oncall_drill.components import DrillError, Ports, cluster_argv
 from oncall_drill.kube_sim import KubeSim
 from oncall_drill.stack import UpOptions, up
-from tests.drill.kube.conftest import NS, start_cluster, wait_until
+from tests.drill.kube.conftest import NS, start_cluster
+from tests.harness.waiting import wait_until
 
 
 def ports() -> Ports:
@@ -43,7 +44,7 @@ def test_a_started_pod_is_running_but_not_ready_until_the_delay(tmp_path: Path) 
             up_now = [p for p in pods if p.status.phase == "Running"]
             return up_now if len(up_now) == 2 else None
 
-        for pod in wait_until("2 Running pods", running_pods):
+        for pod in wait_until(running_pods, within=10, what="2 Running pods"):
             ready = [c for c in pod.status.conditions or [] if c.type == "Ready"]
             assert not ready or ready[0].status == "False"
         assert len(cluster.ready_pods(2)) == 2  # and Ready after the delay

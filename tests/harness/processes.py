@@ -6,7 +6,6 @@ servers with it, and each runs in its own session so a stop reaches the whole gr
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import os
@@ -15,14 +14,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from oncall_drill.supervisor import pid_alive, start_in_session
+from tests.harness.waiting import wait_until
 
 __all__ = ["pid_alive"]  # re-exported: the tests check liveness the way the drill does
 
@@ -106,27 +105,21 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
             proc.wait(timeout=timeout)
 
 
-def wait_until(
-    condition: Callable[[], bool],
-    *,
-    timeout: float,
-    what: str,
-    proc: subprocess.Popen[bytes] | None = None,
-    log: Path | None = None,
-) -> None:
-    """Poll condition until true; fail with the server log if it never is or the server died.
+@dataclass(frozen=True)
+class Started:
+    """A process `spawn` started and its log: what `wait_until` watches while it starts."""
 
-    Polling is the only way to learn that a freshly started server listens.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if proc is not None and proc.poll() is not None:
-            break
-        time.sleep(0.05)  # the poll's interval: a wait on the condition, bounded above
-    tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
-    pytest.fail(f"gave up after {timeout:g}s waiting for {what}\n{tail}", pytrace=False)
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def exited(self) -> str | None:
+        """Why waiting on it is pointless (it exited), or None while it runs."""
+        code = self.proc.poll()
+        return None if code is None else f"it exited with {code}"
+
+    def log_tail(self) -> str:
+        """The end of its log."""
+        return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
 
 
 @contextlib.contextmanager
@@ -136,22 +129,7 @@ def serving(
     """`spawn` argv, wait until `ready()` (failing with its log), yield it, always `stop` it."""
     proc = spawn(argv, log)
     try:
-        wait_until(ready, timeout=timeout, what=what, proc=proc, log=log)
+        wait_until(ready, within=timeout, what=what, watching=Started(proc, log))
         yield proc
     finally:
         stop(proc)
-
-
-async def eventually(
-    condition: Callable[[], Awaitable[bool]], *, within: float, what: str, interval: float = 0.2
-) -> None:
-    """Await condition until true, or fail after `within` seconds.
-
-    For state a server only exposes by being asked again (a rule evaluated every second, a
-    target scraped every second): there is no event to wait on, so we poll, bounded.
-    """
-    deadline = time.monotonic() + within
-    while not await condition():
-        if time.monotonic() >= deadline:
-            pytest.fail(f"gave up after {within:g}s waiting for {what}", pytrace=False)
-        await asyncio.sleep(interval)  # the poll's interval, bounded by `within`

@@ -15,8 +15,8 @@ import httpx
 from oncall.probes.context import ProbeContext
 from oncall.probes.gpu import DevicesParams, run_devices
 from oncall.settings.model import GpuSettings, PrometheusSettings, Settings
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 
 
 @dataclass

@@ -33,8 +33,8 @@ from oncall_drill.gpu_sim.devices import FB_FULL_FRACTION, GpuSpec, PodClaim, Sl
 from oncall_drill.gpu_sim.podresources import static_pods
 from oncall_drill.gpu_sim.server import Exporter, build_app
 from tests.drill.gateway.helpers import serve_app
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer, prometheus_server
+from tests.harness.waiting import eventually
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024

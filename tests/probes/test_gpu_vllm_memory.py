@@ -16,7 +16,7 @@ from oncall.probes.gpu_args import parse_gpu_memory_utilization
 from oncall.settings.model import KubernetesSettings, Settings
 from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from oncall_drill.kube_sim.seed import vllm_deployment
-from tests.drill.kube.conftest import wait_until
+from tests.harness.waiting import wait_until
 
 NS = "ai"
 
@@ -107,7 +107,7 @@ def kubeconfig(tmp_path: Path) -> Iterator[Path]:
     sim = KubeSim([namespace, *objects], start_delay=0.02)
     with SimulatorThread(sim) as server:
         path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        wait_until("the API answers", lambda: server.call(lambda: True))
+        wait_until(lambda: server.call(lambda: True), within=10, what="the API answers")
         yield path
 
 

@@ -22,7 +22,8 @@ from oncall.service.checklists import load_checked, stream_checklist
 from oncall.settings.model import KubernetesSettings, Settings
 from oncall_drill.kube_sim import KubeSim, SimulatorThread, verbs, write_kubeconfig
 from oncall_drill.kube_sim.resources import DEPLOYMENTS, EVENTS, PODS
-from tests.drill.kube.conftest import PrintingHook, wait_until
+from tests.drill.kube.conftest import PrintingHook
+from tests.harness.waiting import wait_until
 
 NS = "ai"
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,11 @@ def cluster(tmp_path: Path) -> Iterator[tuple[KubeSim, SimulatorThread, Settings
     sim = KubeSim(hook=hook, start_delay=0.02, resync=0.1)
     with SimulatorThread(sim) as server:
         path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        wait_until("2 ready pods", lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2)
+        wait_until(
+            lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2,
+            within=10,
+            what="2 ready pods",
+        )
         k8s = KubernetesSettings(kubeconfig=path, namespace=NS, timeout=3.0)
         yield sim, server, Settings(kubernetes=k8s), hook
 
@@ -81,7 +86,7 @@ def _pending(sim: KubeSim, server: SimulatorThread) -> dict[str, Any]:
         pods = server.call(lambda: sim.store.list(PODS, NS))
         return [p for p in pods if not p["spec"].get("nodeName") and p["status"].get("conditions")]
 
-    (pod,) = wait_until("a Pending pod with its PodScheduled condition", pending)
+    (pod,) = wait_until(pending, within=10, what="a Pending pod with its PodScheduled condition")
     return pod
 
 
@@ -179,7 +184,9 @@ async def test_kube_pod_crash_looping_names_the_last_error_line_of_the_previous_
     name = str(pod["metadata"]["name"])
     hook.logs[pod["status"]["containerStatuses"][0]["containerID"]] = log
     server.call(lambda: sim.container_exited(NS, name, "vllm", exit_code=exit_code))
-    wait_until("the restart", lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2)
+    wait_until(
+        lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2, within=10, what="the restart"
+    )
     labels = {"namespace": NS, "pod": name, "container": "vllm"}
     steps = await checklist(settings, "kube-pod-crash-looping.yaml", labels)
     assert steps["previous_log"]["status"] == "fail"

@@ -20,7 +20,8 @@ from oncall.probes.kube_facts import pod_facts
 from oncall.probes.kube_logs import PROBES, LogsParams, logs_equivalent
 from oncall.settings.model import KubernetesSettings, Settings
 from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
-from tests.drill.kube.conftest import PrintingHook, wait_until
+from tests.drill.kube.conftest import PrintingHook
+from tests.harness.waiting import wait_until
 
 NS = "ai"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -45,7 +46,11 @@ def cluster(tmp_path: Path) -> Iterator[tuple[KubeSim, SimulatorThread, Settings
     sim = KubeSim(hook=PrintingHook(_recorded), start_delay=0.02, resync=0.1)
     with SimulatorThread(sim) as server:
         path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        wait_until("2 ready pods", lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2)
+        wait_until(
+            lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2,
+            within=10,
+            what="2 ready pods",
+        )
         k8s = KubernetesSettings(kubeconfig=path, namespace=NS, timeout=3.0)
         yield sim, server, Settings(kubernetes=k8s)
 
@@ -63,7 +68,9 @@ def _die(sim: KubeSim, server: SimulatorThread, name: str, *, oom_killed: bool) 
         server.call(lambda: sim.oom_kill(NS, name, "vllm"))
     else:
         server.call(lambda: sim.container_exited(NS, name, "vllm", reason="Completed", exit_code=0))
-    wait_until("the restart", lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2)
+    wait_until(
+        lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2, within=10, what="the restart"
+    )
 
 
 async def test_a_gpu_oom_in_the_previous_log(

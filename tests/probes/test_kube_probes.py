@@ -36,9 +36,9 @@ from oncall_drill.kube_sim import (
 )
 from oncall_drill.kube_sim.resources import DEPLOYMENTS
 from oncall_drill.kube_sim.seed import vllm_deployment
-from tests.drill.kube.conftest import wait_until
 from tests.harness.faults import http_stub, refused_port, silent_listener
 from tests.harness.processes import loaded_by
+from tests.harness.waiting import wait_until
 
 NS = "ai"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kubernetes"
@@ -107,7 +107,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     sim = KubeSim(_objects(), hook=CrashingHook(), start_delay=0.02, resync=0.1)
     with SimulatorThread(sim) as server:
         path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        wait_until("a settled cluster", lambda: server.call(lambda: _settled(sim)))
+        wait_until(lambda: server.call(lambda: _settled(sim)), within=10, what="a settled cluster")
         yield Cluster(sim, server, path)
 
 

@@ -19,7 +19,8 @@ from oncall.probes.context import ProbeContext
 from oncall.probes.kube_logs import PROBES
 from oncall.settings.model import KubernetesSettings, Settings
 from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
-from tests.drill.kube.conftest import PrintingHook, wait_until
+from tests.drill.kube.conftest import PrintingHook
+from tests.harness.waiting import wait_until
 from tests.probes.test_kube_causes import checklist
 
 NS = "ai"
@@ -45,7 +46,11 @@ def cluster(tmp_path: Path) -> Iterator[tuple[KubeSim, SimulatorThread, Settings
     sim = KubeSim(hook=hook, start_delay=0.02, resync=0.1)
     with SimulatorThread(sim) as server:
         path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        wait_until("2 ready pods", lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2)
+        wait_until(
+            lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2,
+            within=10,
+            what="2 ready pods",
+        )
         k8s = KubernetesSettings(kubeconfig=path, namespace=NS, timeout=3.0)
         yield sim, server, Settings(kubernetes=k8s), hook
 
@@ -65,7 +70,9 @@ def died_after(
     name = str(pod["metadata"]["name"])
     hook.logs[pod["status"]["containerStatuses"][0]["containerID"]] = log
     server.call(lambda: sim.container_exited(NS, name, "vllm", reason=reason, exit_code=exit_code))
-    wait_until("the restart", lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2)
+    wait_until(
+        lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2, within=10, what="the restart"
+    )
     return name
 
 

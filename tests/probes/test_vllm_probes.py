@@ -23,7 +23,7 @@ from oncall.probes.context import ProbeContext
 from oncall.settings.model import PrometheusSettings, Settings, VllmSettings
 from tests.drill.vllm.helpers import SimProcess, running_sim, sim_factory
 from tests.harness.faults import refused_port, silent_listener
-from tests.harness.processes import eventually
+from tests.harness.waiting import eventually
 
 MODEL = "qwen"
 MAX_SEQS = 4

@@ -18,8 +18,8 @@ from oncall.probes.vllm_rates import RATES, RatesParams, rate_queries
 from tests.alerts.test_rule_packs import promtool
 from tests.drill.vllm.helpers import SimProcess, start_sim, stop_sim
 from tests.harness.faults import refused_port
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 from tests.probes.test_vllm_probes import BASE_ARGS, MAX_SEQS, complete, run, settings
 
 

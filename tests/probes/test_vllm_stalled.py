@@ -15,8 +15,8 @@ import pytest
 from oncall.probes.context import ProbeContext
 from tests.drill.vllm.helpers import SimProcess, completion_body, sim_factory
 from tests.harness.faults import http_stub
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 from tests.probes.test_vllm_probes import BASE_ARGS, MODEL, run, settings
 
 HUNG = Path(__file__).resolve().parents[2] / "fixtures" / "vllm" / "metrics_0.33_hung_engine.txt"

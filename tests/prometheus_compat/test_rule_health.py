@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from tests.cli_runner import run_oncall
-from tests.harness.processes import wait_until
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import wait_until
 
 RULES = """\
 groups:
@@ -46,8 +46,11 @@ def test_an_evaluation_error_is_shown_with_prometheus_text_and_the_state_kept(
     rule_file = tmp_path / "health.yml"
     rule_file.write_text(RULES)
     prom = start_prometheus(rule_files=[rule_file])
-    wait_until(lambda: _health(prom.url)["BrokenJoin"]["health"] == "err", timeout=30,
-               what="BrokenJoin evaluated")  # fmt: skip
+    wait_until(
+        lambda: _health(prom.url)["BrokenJoin"]["health"] == "err",
+        within=30,
+        what="BrokenJoin evaluated",
+    )
     config = tmp_path / "oncall.yaml"
     config.write_text(f"prometheus: {{url: '{prom.url}'}}\nalerts: {{packs: []}}\n")
     result = run_oncall("alerts", "-o", "json", "--config", str(config), cwd=tmp_path)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from oncall.settings import Settings
 from oncall.tui.app import OncallApp
-from tests.harness.pilot import static_text, until
+from tests.harness.pilot import static_text
+from tests.harness.waiting import until
 from tests.prometheus_compat.conftest import FIXTURES, THANOS, CompatServer, Flavour
 
 PARTIAL = FIXTURES / "thanos" / "rules_v1_alert_partial.json"
@@ -31,6 +32,8 @@ async def test_the_board_shows_thanos_partial_states_and_its_warning(
     app = OncallApp(settings)
     async with app.run_test(size=(200, 24)) as pilot:
         line = lambda: static_text(app, "#board-status")  # noqa: E731
-        await until(pilot, "the warning on the board", lambda: "prometheus warns" in line(), 30)
+        await until(
+            pilot, lambda: "prometheus warns" in line(), "the warning on the board", within=30
+        )
         assert f"prometheus warns: {warning}" in line()
         assert app.book.statuses["PodsHot"].state == "firing"  # the partial answer is used

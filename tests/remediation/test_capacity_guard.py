@@ -30,8 +30,8 @@ from oncall.remediation.capacity_guard import overridable, preview_verdict, rech
 from oncall.remediation.clients import Clients
 from oncall.settings import Settings
 from oncall.settings.model import PrometheusSettings
-from tests.harness.processes import wait_until
 from tests.harness.servers import prometheus_server
+from tests.harness.waiting import wait_until
 
 PODS = ("vllm-a", "vllm-b", "vllm-c")
 LOGIN = "<html><body><form action='/sso/login'>Sign in</form></body></html>"
@@ -188,10 +188,15 @@ def test_load_doubling_after_the_preview_is_refused(metrics: MetricsServer, tmp_
     for other in PODS[1:]:
         metrics.set(other, exposition(12, 0, 0.4, 0))
     with prometheus_server(tmp_path, scrape_configs=scrape_configs(metrics.port, PODS)) as prom:
-        wait_until(lambda: all(seen(prom.url, p, "vllm:num_requests_running", 12)
-                               for p in PODS[1:]) and seen(prom.url, "vllm-a",
-                               "vllm:num_requests_running", 10)
-                   and counted(prom.url, PODS), timeout=30, what="the loads scraped")  # fmt: skip
+        wait_until(
+            lambda: (
+                all(seen(prom.url, p, "vllm:num_requests_running", 12) for p in PODS[1:])
+                and seen(prom.url, "vllm-a", "vllm:num_requests_running", 10)
+                and counted(prom.url, PODS)
+            ),
+            within=30,
+            what="the loads scraped",
+        )
         preview = asyncio.run(preview_of(clients(prom.url)))
         (shown,) = preview.verdicts
         assert shown.ok and not shown.warning and shown.reason.startswith("ok: 10 sequences")
@@ -203,8 +208,11 @@ def test_load_doubling_after_the_preview_is_refused(metrics: MetricsServer, tmp_
         assert again is not None and again.ok
 
         metrics.set("vllm-a", exposition(20, 2, 0.6, 0))  # 22 sequences: more than 1.5 x 10
-        wait_until(lambda: seen(prom.url, "vllm-a", "vllm:num_requests_running", 20),
-                   timeout=30, what="the doubled load scraped")  # fmt: skip
+        wait_until(
+            lambda: seen(prom.url, "vllm-a", "vllm:num_requests_running", 20),
+            within=30,
+            what="the doubled load scraped",
+        )
         later = asyncio.run(recheck_verdict(REBUILD, PLAN, clients(prom.url), preview))
         assert later is not None and not later.ok and later.override is None
         assert "grew from 10 to 22 sequences" in later.reason
@@ -217,10 +225,15 @@ def test_an_override_does_not_carry_over_to_a_grown_load(
     for other in PODS[1:]:
         metrics.set(other, exposition(32, 5, 0.97, 4))  # at the cap (32) with waiting
     with prometheus_server(tmp_path, scrape_configs=scrape_configs(metrics.port, PODS)) as prom:
-        wait_until(lambda: all(seen(prom.url, p, "vllm:num_requests_running", 32)
-                               for p in PODS[1:]) and seen(prom.url, "vllm-a",
-                               "vllm:num_requests_running", 8)
-                   and counted(prom.url, PODS), timeout=30, what="the loads scraped")  # fmt: skip
+        wait_until(
+            lambda: (
+                all(seen(prom.url, p, "vllm:num_requests_running", 32) for p in PODS[1:])
+                and seen(prom.url, "vllm-a", "vllm:num_requests_running", 8)
+                and counted(prom.url, PODS)
+            ),
+            within=30,
+            what="the loads scraped",
+        )
         preview = asyncio.run(preview_of(clients(prom.url)))
         (shown,) = preview.verdicts
         assert not shown.ok and shown.override == "override capacity"
@@ -230,8 +243,11 @@ def test_an_override_does_not_carry_over_to_a_grown_load(
         assert same is not None and same.ok and same.detail["overridden"] is True
 
         metrics.set("vllm-a", exposition(16, 10, 0.99, 5))
-        wait_until(lambda: seen(prom.url, "vllm-a", "vllm:num_requests_running", 16),
-                   timeout=30, what="the grown load scraped")  # fmt: skip
+        wait_until(
+            lambda: seen(prom.url, "vllm-a", "vllm:num_requests_running", 16),
+            within=30,
+            what="the grown load scraped",
+        )
         grown = asyncio.run(recheck_verdict(REBUILD, PLAN, clients(prom.url), preview))
         assert grown is not None and not grown.ok and grown.override is None
 
@@ -252,17 +268,22 @@ def test_a_forged_metrics_answer_is_unknown(
     metrics.set("vllm-b", forged, "text/html" if forged == LOGIN else "text/plain; version=0.0.4")
     metrics.set("vllm-c", exposition(4, 0, 0.2, 0))
     with prometheus_server(tmp_path, scrape_configs=scrape_configs(metrics.port, PODS)) as prom:
-        wait_until(lambda: seen(prom.url, "vllm-c", "vllm:num_requests_running", 4)
-                   and seen(prom.url, "vllm-a", "vllm:num_requests_running", 4)
-                   and counted(prom.url, ("vllm-a", "vllm-c")),
-                   timeout=30, what="the honest pods scraped")  # fmt: skip
+        wait_until(
+            lambda: (
+                seen(prom.url, "vllm-c", "vllm:num_requests_running", 4)
+                and seen(prom.url, "vllm-a", "vllm:num_requests_running", 4)
+                and counted(prom.url, ("vllm-a", "vllm-c"))
+            ),
+            within=30,
+            what="the honest pods scraped",
+        )
         # The forged pod scraped too: its numbers in Prometheus, or its scrape failed (`up` 0).
         forged_seen = (
             (lambda: seen(prom.url, "vllm-b", "up", 0))
             if forged == LOGIN
             else (lambda: counted(prom.url, PODS))
         )
-        wait_until(forged_seen, timeout=30, what="the forged answer scraped")
+        wait_until(forged_seen, within=30, what="the forged answer scraped")
         preview = asyncio.run(preview_of(clients(prom.url)))
         (shown,) = preview.verdicts
         assert shown.detail["verdict"] == "unknown", shown
@@ -275,8 +296,14 @@ def test_a_missing_vllm_endpoint_is_unknown(metrics: MetricsServer, tmp_path: Pa
     for name in PODS[:2]:
         metrics.set(name, exposition(4, 0, 0.2, 0))
     with prometheus_server(tmp_path, scrape_configs=scrape_configs(metrics.port, PODS[:2])) as p:
-        wait_until(lambda: all(seen(p.url, n, "vllm:num_requests_running", 4) for n in PODS[:2])
-                   and counted(p.url, PODS[:2]), timeout=30, what="the scraped pods")  # fmt: skip
+        wait_until(
+            lambda: (
+                all(seen(p.url, n, "vllm:num_requests_running", 4) for n in PODS[:2])
+                and counted(p.url, PODS[:2])
+            ),
+            within=30,
+            what="the scraped pods",
+        )
         preview = asyncio.run(preview_of(clients(p.url)))
         (shown,) = preview.verdicts
         assert shown.detail["verdict"] == "unknown" and shown.warning
@@ -306,7 +333,7 @@ def test_a_pod_outside_the_deployment_is_unknown(metrics: MetricsServer, tmp_pat
     for name in PODS:
         metrics.set(name, exposition(4, 0, 0.2, 0))
     with prometheus_server(tmp_path, scrape_configs=scrape_configs(metrics.port, PODS)) as prom:
-        wait_until(lambda: counted(prom.url, PODS), timeout=30, what="the pods scraped")
+        wait_until(lambda: counted(prom.url, PODS), within=30, what="the pods scraped")
         shown = asyncio.run(preview_verdict(REBUILD, plan, clients(prom.url)))
         assert shown is not None and shown.detail["verdict"] == "unknown" and shown.warning
         assert "stray-pod not among Deployment ai/vllm's pods" in shown.reason

@@ -17,8 +17,9 @@ from oncall.remediation.actions.scale_deployment import ACTION, _hpa_verdict
 from oncall.remediation.clients import Clients
 from oncall.settings import Settings
 from oncall.settings.model import GuardsSettings, KubernetesSettings
-from tests.drill.kube.conftest import NS, Cluster, wait_until
+from tests.drill.kube.conftest import NS, Cluster
 from tests.drill.kube.test_kube_hpa import autoscaling, hpa
+from tests.harness.waiting import wait_until
 
 
 @asynccontextmanager
@@ -87,7 +88,7 @@ async def test_pods_already_pending_are_counted(drill: Cluster) -> None:
             nodes = sorted(str(p.spec.node_name) for p in pods)
             return nodes if nodes == ["None"] + ["gpu-node-1"] * 4 else None
 
-        wait_until("4 pods bound and 1 Pending", placed)
+        wait_until(placed, within=10, what="4 pods bound and 1 Pending")
         p = await plan(c, 6)
     ok, reason = verdicts(p)["node-fit"]
     assert not ok

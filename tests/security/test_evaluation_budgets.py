@@ -32,8 +32,9 @@ from oncall.settings.model import KubernetesSettings, Settings
 from oncall.tui.app import OncallApp
 from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
 from tests.cli_runner import run_oncall
-from tests.drill.kube.conftest import PrintingHook, wait_until
-from tests.tui.fakes import FakeAlerts, make_app, status, until
+from tests.drill.kube.conftest import PrintingHook
+from tests.harness.waiting import until, wait_until
+from tests.tui.fakes import FakeAlerts, make_app, status
 
 NS = "ai"
 REDOS = "(a+)+$"
@@ -168,7 +169,9 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Settings, str]]:
     sim = KubeSim(hook=PrintingHook(lambda _status: LOG), start_delay=0.02, resync=0.1)
     with SimulatorThread(sim) as server:
         path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        pods = wait_until("2 ready pods", lambda: server.call(lambda: sim.ready_pods(NS)))
+        pods = wait_until(
+            lambda: server.call(lambda: sim.ready_pods(NS)), within=10, what="2 ready pods"
+        )
         k8s = KubernetesSettings(kubeconfig=path, namespace=NS, timeout=3.0)
         yield Settings(kubernetes=k8s), str(pods[0]["metadata"]["name"])
 

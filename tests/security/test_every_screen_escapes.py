@@ -181,7 +181,7 @@ def hostile_app() -> OncallApp:
 
 async def check(pilot: Pilot[Any], where: str, *markers: str) -> None:
     """The terminal as drawn now: each marker is on it, disarmed, and no control is."""
-    from tests.tui.fakes import until
+    from tests.harness.waiting import until
 
     app = pilot.app
     assert isinstance(app, OncallApp)
@@ -202,7 +202,7 @@ async def check(pilot: Pilot[Any], where: str, *markers: str) -> None:
 
 
 async def test_every_screen_draws_hostile_backend_text_without_a_control_character() -> None:
-    from tests.tui.fakes import until
+    from tests.harness.waiting import until
 
     app = hostile_app()
     async with app.run_test(size=(220, 70)) as pilot:

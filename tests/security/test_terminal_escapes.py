@@ -14,7 +14,8 @@ import pytest
 from oncall.redaction import RedactingStream, terminal_safe
 from oncall.tui.app import OncallApp
 from tests.cli_runner import run_oncall
-from tests.tui.fakes import FakeAlerts, make_app, status, until
+from tests.harness.waiting import until
+from tests.tui.fakes import FakeAlerts, make_app, status
 
 #: CSI clear-screen, OSC 52 clipboard write ended by BEL, a C1 CSI, a carriage return.
 HOSTILE = "Ok\x1b[2J\x1b]52;c;ZWNobyBwd25lZA==\x07\x9b31m\rX"

@@ -24,7 +24,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from oncall_drill.components import alertmanager_argv
-from tests.harness.processes import free_port, serving, wait_until
+from tests.harness.processes import Started, free_port, serving
 from tests.harness.servers import RunningServer, _prometheus_ready
 
 RUNBOOKS = Path(__file__).parent / "runbooks"
@@ -41,6 +41,14 @@ class Serve:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def exited(self) -> str | None:
+        """Why a `wait_until` watching it is pointless (it exited), or None while it runs."""
+        return Started(self.proc, self.log_path).exited()
+
+    def log_tail(self) -> str:
+        """The end of its log, for a failed `wait_until` watching it."""
+        return Started(self.proc, self.log_path).log_tail()
 
     def post(self, body: Any, *, token: str | None = TOKEN, raw: bytes | None = None,
              headers: dict[str, str] | None = None) -> httpx.Response:  # fmt: skip
@@ -222,8 +230,3 @@ def flush(redis_url: str) -> None:
         client.flushdb()
     finally:
         client.close()
-
-
-def wait_for(condition: Any, *, timeout: float, what: str, serve: Serve | None = None) -> None:
-    proc, log = (serve.proc, serve.log_path) if serve else (None, None)
-    wait_until(condition, timeout=timeout, what=what, proc=proc, log=log)

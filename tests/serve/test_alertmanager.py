@@ -17,14 +17,8 @@ import redis
 
 from tests.harness.processes import free_port, serving
 from tests.harness.servers import RunningServer, _redis_ready
-from tests.serve.conftest import (
-    Sink,
-    alertmanager_to,
-    flush,
-    serve_process,
-    stored,
-    wait_for,
-)
+from tests.harness.waiting import wait_until
+from tests.serve.conftest import Sink, alertmanager_to, flush, serve_process, stored
 
 
 def _post_alert(am: RunningServer, name: str, **labels: str) -> None:
@@ -48,8 +42,12 @@ def test_alertmanager_notification_to_stored_verdict(
         token = tmp_path / "s" / "token"
         am = stack.enter_context(alertmanager_to(tmp_path / "am", (serve.webhook,), token))
         _post_alert(am, "ServeTestAlert", pod="vllm-7")
-        wait_for(lambda: len(stored(redis_srv.url)) == 1, timeout=60,
-                 what="the verdict of Alertmanager's notification", serve=serve)  # fmt: skip
+        wait_until(
+            lambda: len(stored(redis_srv.url)) == 1,
+            within=60,
+            what="the verdict of Alertmanager's notification",
+            watching=serve,
+        )
         verdict = stored(redis_srv.url)[0]
         assert verdict["labels"]["pod"] == "vllm-7"
         assert len(verdict["fingerprint"]) == 16  # Alertmanager's own fingerprint
@@ -57,7 +55,7 @@ def test_alertmanager_notification_to_stored_verdict(
         assert serve.metric("oncall_serve_notifications_total", outcome="accepted") >= 1
         assert serve.metric("oncall_serve_notifications_total", outcome="unauthorized") == 0
         assert serve.metric("oncall_serve_receive_to_stored_seconds_count") == 1
-        wait_for(sink.messages, timeout=30, what="the summary", serve=serve)
+        wait_until(sink.messages, within=30, what="the summary", watching=serve)
         body = sink.messages()[0]["body"]
         assert body["failing_steps"][0]["id"] == "redis_up"
         assert body["verdict"] == verdict["id"]
@@ -78,13 +76,19 @@ def test_two_replicas_check_a_firing_once_even_when_one_is_killed(
         am = stack.enter_context(alertmanager_to(tmp_path / "am", (a.webhook, b.webhook), token))
         # One firing, two replicas: one checks it.
         _post_alert(am, "ServeTestAlert", pod="one")
-        wait_for(lambda: len(stored(redis_srv.url)) == 1, timeout=60, what="one verdict")
-        wait_for(
-            lambda: sum(s.metric("oncall_serve_checklists_total", outcome="claimed_elsewhere")
-                        + s.metric("oncall_serve_checklists_total", outcome="duplicate")
-                        for s in (a, b)) >= 1,
-            timeout=30, what="the other replica to stand aside",
-        )  # fmt: skip
+        wait_until(lambda: len(stored(redis_srv.url)) == 1, within=60, what="one verdict")
+        wait_until(
+            lambda: (
+                sum(
+                    s.metric("oncall_serve_checklists_total", outcome="claimed_elsewhere")
+                    + s.metric("oncall_serve_checklists_total", outcome="duplicate")
+                    for s in (a, b)
+                )
+                >= 1
+            ),
+            within=30,
+            what="the other replica to stand aside",
+        )
         assert len(stored(redis_srv.url)) == 1
         checked = sum(s.metric("oncall_serve_checklists_total", outcome="checked") for s in (a, b))
         assert checked == 1
@@ -97,7 +101,7 @@ def test_two_replicas_check_a_firing_once_even_when_one_is_killed(
             return any(client.get(k) for k in client.keys("oncall:claim:*"))
 
         # The first verdict's claim was released when it was stored: this is the new one.
-        wait_for(claimed, timeout=30, what="a replica to claim the second firing")
+        wait_until(claimed, within=30, what="a replica to claim the second firing")
         [key] = client.keys("oncall:claim:*")
         holder = str(client.get(key))
         victim = a if holder.endswith(f":{a.proc.pid}") else b
@@ -106,7 +110,7 @@ def test_two_replicas_check_a_firing_once_even_when_one_is_killed(
         os.kill(victim.proc.pid, signal.SIGKILL)
         victim.proc.wait(timeout=10)
         what = "the survivor to check the killed replica's firing"
-        wait_for(lambda: len(stored(redis_srv.url)) == 2, timeout=60, what=what, serve=survivor)
+        wait_until(lambda: len(stored(redis_srv.url)) == 2, within=60, what=what, watching=survivor)
         second = next(v for v in stored(redis_srv.url) if v["labels"].get("pod") == "two")
         assert second["replica"].endswith(f":{survivor.proc.pid}")
         assert second["status"] == "checked"
@@ -125,18 +129,26 @@ def test_redis_down_checklist_runs_notification_goes_verdict_written_later(
         from tests.serve.conftest import alert, notification
 
         assert serve.post(notification(alert(fingerprint="rd"))).status_code == 200
-        wait_for(sink.messages, timeout=30, what="the summary with Redis down", serve=serve)
+        wait_until(sink.messages, within=30, what="the summary with Redis down", watching=serve)
         assert "redis_up" in sink.messages()[0]["body"]["text"]
-        wait_for(lambda: serve.metric("oncall_serve_verdicts_buffered") == 1, timeout=30,
-                 what="the verdict kept in memory", serve=serve)  # fmt: skip
+        wait_until(
+            lambda: serve.metric("oncall_serve_verdicts_buffered") == 1,
+            within=30,
+            what="the verdict kept in memory",
+            watching=serve,
+        )
         assert serve.metric("oncall_serve_verdict_store_errors_total") >= 1
         # Redis comes back on its port: the buffered verdict is written.
         argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", str(tmp_path)]  # fmt: skip
         with serving(argv, tmp_path / "redis.log", lambda: _redis_ready(port), timeout=10,
                      what="redis-server"):  # fmt: skip
-            wait_for(lambda: len(stored(url)) == 1, timeout=30, what="the buffered verdict",
-                     serve=serve)  # fmt: skip
+            wait_until(
+                lambda: len(stored(url)) == 1,
+                within=30,
+                what="the buffered verdict",
+                watching=serve,
+            )
             assert stored(url)[0]["fingerprint"] == "rd"
             assert serve.metric("oncall_serve_verdicts_buffered") == 0
         assert "Traceback" not in serve.log()

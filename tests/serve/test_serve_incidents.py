@@ -14,7 +14,8 @@ import pytest
 import redis
 
 from tests.harness.servers import RunningServer
-from tests.serve.conftest import Serve, Sink, alert, flush, notification, serve_process, wait_for
+from tests.harness.waiting import wait_until
+from tests.serve.conftest import Serve, Sink, alert, flush, notification, serve_process
 
 GROUP_KEY = '{}:{alertname="ServeTestAlert"}'
 
@@ -49,7 +50,7 @@ def test_firings_failing_on_one_redis_are_one_incident(
         found = incidents(redis_srv.url)
         return len(found) == 1 and len(found[0]["members"]) == 2
 
-    wait_for(grouped, timeout=30, what="one incident of both firings", serve=serve)
+    wait_until(grouped, within=30, what="one incident of both firings", watching=serve)
     (incident,) = incidents(redis_srv.url)
     port = redis_srv.url.rsplit(":", 1)[1].split("/")[0]
     assert incident["explanation"] == (
@@ -69,8 +70,9 @@ def test_firings_failing_on_one_redis_are_one_incident(
         found = incidents(redis_srv.url)
         return {m["labels"]["pod"]: m["resolved_at"] for m in found[0]["members"]}
 
-    wait_for(lambda: resolved()["vllm-0"] is not None, timeout=30, what="the resolution",
-             serve=serve)  # fmt: skip
+    wait_until(
+        lambda: resolved()["vllm-0"] is not None, within=30, what="the resolution", watching=serve
+    )
     assert resolved()["vllm-1"] is None
     assert incidents(redis_srv.url)[0]["closed_at"] is None  # one member still firing
     assert "Traceback" not in serve.log()

@@ -11,16 +11,8 @@ import pytest
 import redis
 
 from tests.harness.servers import RunningServer
-from tests.serve.conftest import (
-    Serve,
-    Sink,
-    alert,
-    flush,
-    notification,
-    serve_process,
-    stored,
-    wait_for,
-)
+from tests.harness.waiting import wait_until
+from tests.serve.conftest import Serve, Sink, alert, flush, notification, serve_process, stored
 
 
 @pytest.fixture
@@ -47,7 +39,9 @@ def test_a_firing_is_checked_once_stored_and_notified(serve: Serve, redis_srv: R
     answer = serve.post(notification(alert(fingerprint="a1", pod="vllm-0")))
     assert answer.status_code == 200, answer.text
     assert answer.json()["alerts"] == {"queued": 1}
-    wait_for(lambda: len(stored(redis_srv.url)) == 1, timeout=30, what="the verdict", serve=serve)
+    wait_until(
+        lambda: len(stored(redis_srv.url)) == 1, within=30, what="the verdict", watching=serve
+    )
     verdict = stored(redis_srv.url)[0]
     assert verdict["status"] == "checked"
     assert verdict["labels"]["pod"] == "vllm-0"
@@ -61,22 +55,30 @@ def test_a_firing_is_checked_once_stored_and_notified(serve: Serve, redis_srv: R
     assert steps["prom"]["status"] == "unknown"  # nothing listens there
     assert verdict["received_at"] <= verdict["ran_at"] <= verdict["stored_at"]
     # The summary reached the chat, naming the failing step.
-    wait_for(sink.messages, timeout=30, what="the notification", serve=serve)
+    wait_until(sink.messages, within=30, what="the notification", watching=serve)
     [message] = sink.messages()
     assert "redis_up" in message["body"]["text"]
     assert message["body"]["blocks"][0]["type"] == "header"
     assert "oncall --context servetest" in message["body"]["text"]
     # Alertmanager repeats it (repeat_interval): not checked again.
     assert serve.post(notification(alert(fingerprint="a1", pod="vllm-0"))).status_code == 200
-    wait_for(lambda: serve.metric("oncall_serve_checklists_total", outcome="duplicate") == 1,
-             timeout=30, what="the repeat seen as one", serve=serve)  # fmt: skip
+    wait_until(
+        lambda: serve.metric("oncall_serve_checklists_total", outcome="duplicate") == 1,
+        within=30,
+        what="the repeat seen as one",
+        watching=serve,
+    )
     assert len(stored(redis_srv.url)) == 1
     assert serve.metric("oncall_serve_checklists_total", outcome="checked") == 1
     # Resolved: the time is recorded on the verdict.
     assert serve.post(notification(alert(fingerprint="a1", status="resolved",
                                          pod="vllm-0"))).status_code == 200  # fmt: skip
-    wait_for(lambda: "resolved_at" in stored(redis_srv.url)[0], timeout=30,
-             what="the resolution", serve=serve)  # fmt: skip
+    wait_until(
+        lambda: "resolved_at" in stored(redis_srv.url)[0],
+        within=30,
+        what="the resolution",
+        watching=serve,
+    )
     _no_traceback(serve)
 
 
@@ -147,7 +149,9 @@ def test_hostile_labels_are_refused_alone(serve: Serve, redis_srv: RunningServer
     body = answer.json()
     assert body["alerts"] == {"refused": 3, "queued": 1}
     assert [r["index"] for r in body["refused"]] == [0, 1, 2]
-    wait_for(lambda: len(stored(redis_srv.url)) == 1, timeout=30, what="the good one", serve=serve)
+    wait_until(
+        lambda: len(stored(redis_srv.url)) == 1, within=30, what="the good one", watching=serve
+    )
     assert stored(redis_srv.url)[0]["fingerprint"] == "ok1"
     assert serve.metric("oncall_serve_alerts_total", outcome="refused") == 3
     _no_traceback(serve)
@@ -187,8 +191,10 @@ def test_ten_thousand_alerts_in_one_notification_overflow_counted(
         serve.metric("oncall_serve_checklists_total", outcome="overflowed") == counts["overflowed"]
     )
     # Overflowed firings are recorded as such, bounded by the queue's size.
-    wait_for(
+    wait_until(
         lambda: sum(v["status"] == "not checked: overloaded" for v in stored(redis_srv.url)) >= 8,
-        timeout=60, what="the overload recorded", serve=serve,
-    )  # fmt: skip
+        within=60,
+        what="the overload recorded",
+        watching=serve,
+    )
     _no_traceback(serve)

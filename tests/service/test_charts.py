@@ -25,8 +25,8 @@ from oncall.service.charts import (
     worst,
 )
 from oncall.settings import Settings
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer, rule_file_text
+from tests.harness.waiting import eventually
 
 POD = {"kind": "Deployment", "namespace": "ai", "name": "vllm"}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,10 +28,8 @@ from oncall.model.checklist_events import (
 )
 from oncall.settings import Settings
 from oncall.tui.app import OncallApp
-from tests.harness.pilot import until as pilot_until
 
 if TYPE_CHECKING:
-    from textual.pilot import Pilot
     from textual.widgets import DataTable
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: every time on screen derives from this
@@ -298,26 +296,6 @@ def make_app(
     )
     app.chart_source = FakeCharts(clock)  # fixed series: the incident screen's charts
     return app
-
-
-UNTIL_S = 15.0
-
-
-async def until(
-    pilot: Pilot[Any],
-    predicate: Callable[[], bool],
-    what: str,
-    *,
-    within: float = UNTIL_S,
-    interval: float = 0.01,
-) -> None:
-    """Let the app process messages until `predicate` holds, for at most `within` seconds: the
-    harness's `until` (tests/harness/pilot.py) in the argument order of these tests.
-
-    Each round waits for the screen's pending messages and for the loop to go idle; some
-    answers come from worker threads (file reads), so the bound is time, not rounds: a loaded
-    machine must not turn a slow thread into a failure."""
-    await pilot_until(pilot, what, predicate, within, interval)
 
 
 def p99_script(*gates: asyncio.Event) -> Script:

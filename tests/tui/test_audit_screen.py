@@ -30,7 +30,8 @@ from oncall.settings import Settings
 from oncall.tui.app import OncallApp
 from oncall.tui.audit_screen import AuditScreen
 from oncall.tui.board import BoardScreen
-from tests.tui.fakes import FakeAlerts, FakeChecklists, FakeClock, board_statuses, until
+from tests.harness.waiting import until
+from tests.tui.fakes import FakeAlerts, FakeChecklists, FakeClock, board_statuses
 from tests.tui.snapshot_sizes import SIZES, Compare
 
 PATH = "/var/lib/oncall/audit.jsonl"

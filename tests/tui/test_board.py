@@ -23,6 +23,7 @@ from oncall.tui.banner import ContextBanner, ReadOnlyBanner
 from oncall.tui.board import BoardScreen
 from oncall.tui.help import HelpScreen
 from oncall.tui.messages import HistoryRefreshed
+from tests.harness.waiting import until
 from tests.tui.fakes import (
     P99,
     T0,
@@ -35,7 +36,6 @@ from tests.tui.fakes import (
     make_app,
     p99_script,
     status,
-    until,
 )
 
 

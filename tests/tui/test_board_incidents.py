@@ -15,7 +15,8 @@ from oncall.backends.redis import RedisClient
 from oncall.model.incidents import Cause, Incident, Member, incident_id
 from oncall.tui.app import OncallApp
 from tests.harness.servers import RunningServer
-from tests.tui.fakes import P99, FakeAlerts, board_statuses, make_app, until
+from tests.harness.waiting import until
+from tests.tui.fakes import P99, FakeAlerts, board_statuses, make_app
 
 WHY = "grouped: kv_cache fails on Deployment ai/vllm in 2 of 2 checklists"
 

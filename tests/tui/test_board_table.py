@@ -23,7 +23,8 @@ from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowKey
 from oncall.tui.board_table import CellBatchTable, CellChange
 from oncall.tui.format import duration
 from oncall.tui.tables import new_table
-from tests.tui.fakes import T0, FakeAlerts, FakeClock, make_app, shown, status, until
+from tests.harness.waiting import until
+from tests.tui.fakes import T0, FakeAlerts, FakeClock, make_app, shown, status
 
 COLUMNS = (("name", "Name"), ("age", "Age"), ("note", "Note"))
 ROWS = 30  # the window shows 9 of them under the header: the others are out of view

@@ -7,7 +7,8 @@ from __future__ import annotations
 from oncall.tui.app import OncallApp
 from oncall.tui.state import AlertBook
 from tests.harness.pilot import static_text
-from tests.tui.fakes import P99, FakeAlerts, make_app, status, until
+from tests.harness.waiting import until
+from tests.tui.fakes import P99, FakeAlerts, make_app, status
 
 STORE_DOWN = 'partial response: store "eu-2" did not answer: context deadline exceeded'
 

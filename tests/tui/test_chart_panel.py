@@ -9,6 +9,7 @@ from textual.pilot import Pilot
 
 from oncall.tui.app import OncallApp
 from oncall.tui.chart_panel import FOLLOW_EVERY_S, FOLLOW_FOR_S, AlertChart
+from tests.harness.waiting import until
 from tests.tui.chart_fakes import FakeCharts
 from tests.tui.fakes import (
     P99,
@@ -18,7 +19,6 @@ from tests.tui.fakes import (
     board_statuses,
     make_app,
     p99_script,
-    until,
 )
 
 

@@ -20,6 +20,7 @@ from oncall.model.checklist_events import EvidenceValue
 from oncall.tui.app import OncallApp
 from oncall.tui.chart import ChartView
 from oncall.tui.chart_panel import AlertChart, EvidenceCharts
+from tests.harness.waiting import until
 from tests.tui.chart_fakes import FakeCharts
 from tests.tui.fakes import (
     P99,
@@ -32,7 +33,6 @@ from tests.tui.fakes import (
     make_app,
     p99_events,
     result,
-    until,
 )
 from tests.tui.snapshot_sizes import SIZES, Compare
 

@@ -12,7 +12,8 @@ from textual.widgets import DataTable
 
 from oncall.runtime import EVERY_S, HELD_THRESHOLD, IDLE_S, LONGEST_HELD_S, CollectorPacing
 from oncall.tui.tables import CELL_CACHE, LINE_CACHE
-from tests.tui.fakes import FakeClock, board_app, until
+from tests.harness.waiting import until
+from tests.tui.fakes import FakeClock, board_app
 
 #: The caches `new_table` bounds, and Textual's own bound of each.
 CACHES = {

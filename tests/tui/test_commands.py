@@ -30,7 +30,8 @@ from oncall.tui.commands import (
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.help import HelpScreen
 from oncall.tui.incident import IncidentScreen
-from tests.tui.fakes import P99, until
+from tests.harness.waiting import until
+from tests.tui.fakes import P99
 from tests.tui.test_audit_screen import FakeAudit, audit_app
 
 

@@ -37,6 +37,7 @@ from oncall.service.remediation import AlertContext, LiveRemediations, Remediati
 from oncall.tui.app import OncallApp
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
+from tests.harness.waiting import until
 from tests.tui.chart_fakes import FakeCharts
 from tests.tui.fakes import (
     LOWER_SEQS,
@@ -49,7 +50,6 @@ from tests.tui.fakes import (
     p99_script,
     settings,
     status,
-    until,
 )
 from tests.tui.snapshot_sizes import SIZES, Compare
 

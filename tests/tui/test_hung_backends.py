@@ -5,7 +5,7 @@ running with their age until their timeouts make them unknown."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -20,13 +20,9 @@ from oncall.tui.board import BoardScreen
 from oncall.tui.help import HelpScreen
 from oncall.tui.incident import IncidentScreen
 from tests.harness.faults import silent_listener
-from tests.harness.pilot import until as pilot_until
+from tests.harness.waiting import until
 
 ALERT = "LLMHighP99Latency"
-
-
-async def until(pilot: Pilot[None], what: str, ok: Callable[[], bool], within: float = 30) -> None:
-    await pilot_until(pilot, what, ok, within, interval=0.1)
 
 
 @contextlib.contextmanager
@@ -59,7 +55,7 @@ async def answered(pilot: Pilot[None], app: OncallApp, key: str, screen: type) -
     key that waits on a hung probe (20 s timeouts) from one answered at once: how fast keys
     are answered is measured by scripts/bench/tui.py, not asserted here."""
     await pilot.press(key)
-    await until(pilot, f"{key} answered", lambda: isinstance(app.screen, screen), within=5)
+    await until(pilot, lambda: isinstance(app.screen, screen), f"{key} answered", within=5)
     return True
 
 
@@ -71,16 +67,28 @@ async def test_every_backend_hung_navigation_works_and_steps_show_their_age(
         app = OncallApp(settings)
         async with app.run_test(size=(100, 30)) as pilot:
             # Prometheus never answers: after its 1 s timeout every alert is unknown, with why.
-            await until(pilot, "the alerts unknown", lambda: bool(app.book.statuses) and all(
-                s.state == "unknown" for s in app.book.statuses.values()))  # fmt: skip
+            await until(
+                pilot,
+                lambda: (
+                    bool(app.book.statuses)
+                    and all(s.state == "unknown" for s in app.book.statuses.values())
+                ),
+                "the alerts unknown",
+                within=30,
+            )
             assert "timeout" in (app.book.statuses[ALERT].error or "")
             assert await answered(pilot, app, "question_mark", HelpScreen)
             assert await answered(pilot, app, "escape", BoardScreen)
             await until(
-                pilot, "the cursor on the alert", lambda: app.board.selected_alert() == ALERT
+                pilot,
+                lambda: app.board.selected_alert() == ALERT,
+                "the cursor on the alert",
+                within=30,
             )
             await pilot.press("enter")  # no checklist ran (nothing fires): opening starts it
-            await until(pilot, "the incident", lambda: isinstance(app.screen, IncidentScreen))
+            await until(
+                pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident", within=30
+            )
             screen = app.screen
             assert isinstance(screen, IncidentScreen)
 
@@ -92,18 +100,22 @@ async def test_every_backend_hung_navigation_works_and_steps_show_their_age(
             def aged() -> bool:
                 return any(a.endswith(("2s", "3s", "4s")) for a in running_ages())
 
-            await until(pilot, "steps running with an age of 2 s or more", aged)
+            await until(pilot, aged, "steps running with an age of 2 s or more", within=30)
             # Keys are still answered while every probe hangs.
             assert await answered(pilot, app, "escape", BoardScreen)
             await pilot.press("colon")
             await pilot.press(*"audit", "enter")
-            await until(pilot, "the audit screen", lambda: isinstance(app.screen, AuditScreen), 5)
+            await until(
+                pilot, lambda: isinstance(app.screen, AuditScreen), "the audit screen", within=5
+            )
             await pilot.press("escape")
-            await until(pilot, "the board", lambda: isinstance(app.screen, BoardScreen), 5)
+            await until(pilot, lambda: isinstance(app.screen, BoardScreen), "the board", within=5)
             # Then each step's own timeout (the probe's, 5 s for kube: not the 20 s client
             # timeout) ends it as unknown, naming its backend; nothing hangs past that.
             run = app.book.runs[ALERT]
-            await until(pilot, "the run ended by its steps' timeouts", lambda: not run.running)
+            await until(
+                pilot, lambda: not run.running, "the run ended by its steps' timeouts", within=30
+            )
             ran = [r for r in run.results.values() if r.status != "skipped"]
             assert {r.probe for r in ran} >= {"kube.pods", "kube.deployment"}
             assert [(r.id, r.status) for r in ran if r.status != "unknown"] == []

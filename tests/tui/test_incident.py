@@ -13,6 +13,7 @@ from oncall.tui.app import OncallApp
 from oncall.tui.board import BoardScreen
 from oncall.tui.help import HelpScreen
 from oncall.tui.incident import IncidentScreen
+from tests.harness.waiting import until
 from tests.tui.fakes import (
     P99,
     P99_STEPS,
@@ -26,7 +27,6 @@ from tests.tui.fakes import (
     shown,
     started,
     status,
-    until,
 )
 
 

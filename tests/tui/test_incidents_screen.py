@@ -19,9 +19,10 @@ from oncall.tui.app import OncallApp
 from oncall.tui.incidents_screen import IncidentsScreen
 from oncall.tui.timeline_screen import TimelineScreen
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import until
 from tests.incidents.inputs import incident, write_log
 from tests.incidents.test_incident_cli import put
-from tests.tui.fakes import FakeAlerts, FakeChecklists, FakeClock, board_statuses, until
+from tests.tui.fakes import FakeAlerts, FakeChecklists, FakeClock, board_statuses
 
 
 def rows(screen: Any, table_id: str) -> list[list[str]]:

@@ -9,7 +9,8 @@ from textual.widgets import Static
 from oncall.model.alerts import AlertInstance
 from oncall.tui.incident import IncidentScreen
 from oncall.tui.instances import InstancesPanel, instance_lines
-from tests.tui.fakes import P99, T0, FakeAlerts, FakeChecklists, make_app, status, until
+from tests.harness.waiting import until
+from tests.tui.fakes import P99, T0, FakeAlerts, FakeChecklists, make_app, status
 
 
 def _instance(pod: str, state: str, summary: str) -> AlertInstance:

@@ -19,7 +19,8 @@ from oncall.alerts.liveness import Facts, judge
 from oncall.model.alerts import RuleStatus
 from oncall.tui.app import OncallApp
 from oncall.tui.incident import IncidentScreen
-from tests.tui.fakes import P99, FakeAlerts, FakeClock, make_app, status, until
+from tests.harness.waiting import until
+from tests.tui.fakes import P99, FakeAlerts, FakeClock, make_app, status
 from tests.tui.snapshot_sizes import SIZES, Compare
 
 FACTS = Facts(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from oncall.model.write_path import Confirm, Progress, RemediationResult
 from oncall.service.remediation import REVERT_WATCH, RemediationRequest
-from tests.tui.fakes import until
+from tests.harness.waiting import until
 from tests.tui.test_confirm import (
     OK_GUARDS,
     FakeRemediations,

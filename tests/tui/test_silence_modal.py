@@ -17,7 +17,8 @@ from oncall.model.write_path import Plan, Preview, Target
 from oncall.tui.app import OncallApp
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.silence import SilenceScreen, matchers_of, prefill
-from tests.tui.fakes import P99, board_statuses, until
+from tests.harness.waiting import until
+from tests.tui.fakes import P99, board_statuses
 from tests.tui.test_confirm import OK_GUARDS, FakeRemediations, make_app
 
 SHOWN = '{alertname="LLMHighP99Latency", model="qwen"}'

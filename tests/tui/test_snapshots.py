@@ -16,14 +16,8 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from oncall.tui.app import OncallApp
-from tests.tui.fakes import (
-    P99,
-    FakeChecklists,
-    FakeClock,
-    board_app,
-    p99_script,
-    until,
-)
+from tests.harness.waiting import until
+from tests.tui.fakes import P99, FakeChecklists, FakeClock, board_app, p99_script
 from tests.tui.snapshot_sizes import SIZES, Compare
 
 RunBefore = Callable[[Pilot[Any]], Awaitable[None]]

@@ -30,8 +30,8 @@ from tests.drill.gateway.helpers import (
     serve_app,
     vllm_sim,
 )
-from tests.harness.processes import eventually
 from tests.harness.servers import RunningServer
+from tests.harness.waiting import eventually
 
 SPEC = GpuSpec()
 #: What a vLLM at the default --gpu-memory-utilization (0.92) holds on a whole H100.

@@ -11,7 +11,6 @@ import asyncio
 import json
 import ssl
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -32,26 +31,11 @@ from oncall_drill.kube_sim import (
 )
 from oncall_drill.kube_sim.runner import serve
 from oncall_drill.netutil import free_loopback_port
+from tests.harness.waiting import wait_until
 
 T = TypeVar("T")
 DELAY_S = 0.05
 NS = "ai"
-
-
-def wait_until(
-    what: str, probe: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.02
-) -> T:
-    """Poll probe until it returns something truthy (bounded in time and count)."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    for _ in range(int(timeout / interval) + 1):
-        last = probe()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            break
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last value: {last!r}")
 
 
 def status_of(exc: Any) -> dict[str, Any]:
@@ -142,7 +126,7 @@ class Cluster:
             ]
             return ready if len(ready) == expected == len(pods) else None
 
-        return wait_until(f"{expected} ready pods", probe)
+        return wait_until(probe, within=10, what=f"{expected} ready pods")
 
 
 class PrintingHook:

@@ -14,7 +14,8 @@ from prometheus_client.samples import Sample
 
 from oncall_drill.cluster.ksm import ClusterStateCollector, in_namespace
 from oncall_drill.kube_sim import KubeSim
-from tests.drill.kube.conftest import DELAY_S, NS, Cluster, StrictCheck, start_cluster, wait_until
+from tests.drill.kube.conftest import DELAY_S, NS, Cluster, StrictCheck, start_cluster
+from tests.harness.waiting import wait_until
 
 FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "kube-state-metrics"
 
@@ -42,9 +43,11 @@ def test_pod_series_have_the_labels_of_kube_state_metrics(cluster: Cluster) -> N
     pods = {p.metadata.name: p.metadata.uid for p in cluster.ready_pods(2)}
     name = sorted(pods)[0]
     cluster.call(lambda: cluster.sim.container_exited(NS, name, "vllm", exit_code=1))
-    wait_until("the restart recorded", lambda: scrape(cluster).get(
-        "kube_pod_container_status_last_terminated_reason"
-    ))  # fmt: skip
+    wait_until(
+        lambda: scrape(cluster).get("kube_pod_container_status_last_terminated_reason"),
+        within=10,
+        what="the restart recorded",
+    )
     got = scrape(cluster)
     recorded = samples((FIXTURE / "pod_metrics.txt").read_text())
     for family, expected in recorded.items():

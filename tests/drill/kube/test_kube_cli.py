@@ -9,7 +9,7 @@ from pathlib import Path
 
 from oncall_drill.kube_sim import READ_ONLY_CONTEXT
 from oncall_drill.netutil import free_loopback_port, wait_for_port
-from tests.drill.kube.conftest import wait_until
+from tests.harness.waiting import wait_until
 
 SEED = """
 apiVersion: v1
@@ -35,7 +35,7 @@ def test_module_serves_a_seeded_cluster_and_stops_on_sigterm(tmp_path: Path) -> 
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     try:
         assert wait_for_port(port, timeout=20), "the simulator did not listen"
-        wait_until("the kubeconfig", kubeconfig.exists)
+        wait_until(kubeconfig.exists, within=10, what="the kubeconfig")
         api = config.new_client_from_config(config_file=str(kubeconfig), context=READ_ONLY_CONTEXT)
         try:
             cm = client.CoreV1Api(api).read_namespaced_config_map("flags", "ai")

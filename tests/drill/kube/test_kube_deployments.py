@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.drill.kube.conftest import NS, Cluster, status_of, wait_until
+from tests.drill.kube.conftest import NS, Cluster, status_of
+from tests.harness.waiting import wait_until
 
 ARGS = ["--model", "qwen", "--max-num-seqs", "256"]
 
@@ -28,7 +29,7 @@ def rolled_out(cluster: Cluster) -> Any:
         )
         return d if done else None
 
-    return wait_until("the rollout to finish", probe)
+    return wait_until(probe, within=10, what="the rollout to finish")
 
 
 def test_initial_status_has_conditions(cluster: Cluster) -> None:

@@ -12,7 +12,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from oncall_drill.kube_sim import KubeSim, container_args, default_objects
-from tests.drill.kube.conftest import DELAY_S, NS, StrictCheck, start_cluster, status_of, wait_until
+from tests.drill.kube.conftest import DELAY_S, NS, StrictCheck, start_cluster, status_of
+from tests.harness.waiting import wait_until
 
 
 class GatedHook:
@@ -46,7 +47,7 @@ def test_hook_gates_readiness_and_is_stopped_on_delete_oom_and_shutdown(
     cluster = next(clusters)
     try:
         core = cluster.core()
-        wait_until("two started hooks", lambda: len(hook.started_uids) == 2)
+        wait_until(lambda: len(hook.started_uids) == 2, within=10, what="two started hooks")
         assert hook.args == [["--model", "qwen", "--max-num-seqs", "256"]] * 2
         pods = core.list_namespaced_pod(NS).items
         assert {p.status.phase for p in pods} == {"Running"}
@@ -60,18 +61,19 @@ def test_hook_gates_readiness_and_is_stopped_on_delete_oom_and_shutdown(
 
         victim = pods[0].metadata.uid
         core.delete_namespaced_pod(pods[0].metadata.name, NS, grace_period_seconds=1)
-        wait_until("the deleted pod's stop", lambda: victim in hook.stopped_uids)
+        wait_until(lambda: victim in hook.stopped_uids, within=10, what="the deleted pod's stop")
         cluster.ready_pods(2)
         assert len(hook.started_uids) == 3
 
         survivor = pods[1]
         cluster.call(lambda: sim.oom_kill(NS, survivor.metadata.name))
         wait_until(
-            "a restart after the OOM kill",
             lambda: (
                 Counter(hook.started_uids)[survivor.metadata.uid] == 2
                 and survivor.metadata.uid in hook.stopped_uids
             ),
+            within=10,
+            what="a restart after the OOM kill",
         )
         cluster.ready_pods(2)
     finally:
@@ -103,7 +105,7 @@ def test_failing_hook_crash_loops_and_rollout_misses_its_deadline(
             ]
             return waiting if len(waiting) == 2 else []
 
-        pods = wait_until("two crash-looping pods", crashed)
+        pods = wait_until(crashed, within=10, what="two crash-looping pods")
         assert pods[0].status.container_statuses[0].state.waiting.reason == "CrashLoopBackOff"
         events = core.list_namespaced_event(NS, field_selector="reason=BackOff,type=Warning")
         assert len(events.items) == 2
@@ -114,7 +116,7 @@ def test_failing_hook_crash_loops_and_rollout_misses_its_deadline(
             progressing = conditions.get("Progressing")
             return d if progressing and progressing.reason == "ProgressDeadlineExceeded" else None
 
-        dep_now = wait_until("ProgressDeadlineExceeded", deadline_exceeded, timeout=10)
+        dep_now = wait_until(deadline_exceeded, within=10, what="ProgressDeadlineExceeded")
         conditions = {c.type: c for c in dep_now.status.conditions}
         assert conditions["Progressing"].status == "False"
         assert conditions["Available"].status == "False"

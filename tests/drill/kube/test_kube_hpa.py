@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from tests.drill.kube.conftest import NS, Cluster, status_of, wait_until
+from tests.drill.kube.conftest import NS, Cluster, status_of
+from tests.harness.waiting import wait_until
 
 
 def autoscaling(cluster: Cluster) -> Any:
@@ -51,12 +52,13 @@ def test_an_hpa_is_created_listed_and_read(cluster: Cluster) -> None:
     listed = api.list_namespaced_horizontal_pod_autoscaler(NS).items
     assert [h.metadata.name for h in listed] == ["vllm"]
     read = wait_until(
-        "the HPA's status",
         lambda: (
             (h := api.read_namespaced_horizontal_pod_autoscaler("vllm", NS)).status
             and h.status.desired_replicas == 2
             and h
         ),
+        within=10,
+        what="the HPA's status",
     )
     assert read.status.current_replicas == 2
 
@@ -70,7 +72,7 @@ def test_raising_min_replicas_scales_the_deployment_up(cluster: Cluster) -> None
         {"op": "replace", "path": "/spec/minReplicas", "value": 3},
     ]
     api.patch_namespaced_horizontal_pod_autoscaler("vllm", NS, ops)
-    wait_until("3 replicas", lambda: replicas(cluster) == 3)
+    wait_until(lambda: replicas(cluster) == 3, within=10, what="3 replicas")
     cluster.ready_pods(3)
     events = cluster.core().list_namespaced_event(
         NS, field_selector="involvedObject.kind=HorizontalPodAutoscaler"
@@ -86,7 +88,7 @@ def test_a_scale_beyond_max_is_undone(cluster: Cluster) -> None:
     cluster.ready_pods(2)
     ops = [{"op": "replace", "path": "/spec/replicas", "value": 4}]
     cluster.apps().patch_namespaced_deployment("vllm", NS, ops)
-    wait_until("the HPA to scale back to 2", lambda: replicas(cluster) == 2)
+    wait_until(lambda: replicas(cluster) == 2, within=10, what="the HPA to scale back to 2")
 
 
 def test_a_failed_min_replicas_test_is_422(cluster: Cluster) -> None:

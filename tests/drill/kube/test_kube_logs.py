@@ -19,8 +19,8 @@ from tests.drill.kube.conftest import (
     StrictCheck,
     start_cluster,
     status_of,
-    wait_until,
 )
+from tests.harness.waiting import wait_until
 
 
 def _three_lines(status: Mapping[str, Any]) -> bytes:
@@ -63,7 +63,7 @@ def test_current_and_previous_instance_logs(logged: tuple[Cluster, PrintingHook]
         now = core.read_namespaced_pod(name, NS).status.container_statuses[0]
         return now if now.ready and now.container_id != first_id else None
 
-    second_id = wait_until("the restarted instance ready", restarted).container_id
+    second_id = wait_until(restarted, within=10, what="the restarted instance ready").container_id
     previous = core.read_namespaced_pod_log(name, NS, previous=True, tail_lines=1)
     assert previous == f"ERROR last words of {first_id}\n"
     assert core.read_namespaced_pod_log(name, NS, tail_lines=2).startswith("INFO serving\n")

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from oncall_drill.kube_sim.operator import API_VERSION, KIND, SimOperator
-from tests.drill.kube.conftest import NS, Cluster, wait_until
+from tests.drill.kube.conftest import NS, Cluster
+from tests.harness.waiting import wait_until
 
 ARG = "/spec/template/spec/containers/0/args/3"
 
@@ -49,7 +50,7 @@ def test_a_patch_of_the_args_is_reverted_after_the_delay_as_a_new_generation(
         now = apps.read_namespaced_deployment("vllm", NS)
         return now if now.spec.template.spec.containers[0].args[3] == "256" else None
 
-    reverted = wait_until("the operator's revert", back)
+    reverted = wait_until(back, within=10, what="the operator's revert")
     assert reverted.metadata.generation == patched.metadata.generation + 1
     assert operator.reverts == 1
     events = cluster.core().list_namespaced_event(NS).items

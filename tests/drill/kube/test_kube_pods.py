@@ -10,7 +10,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.drill.kube.conftest import NS, Cluster, status_of, wait_until
+from tests.drill.kube.conftest import NS, Cluster, status_of
+from tests.harness.waiting import wait_until
 
 READ_ONLY_USER = "system:serviceaccount:ai:oncall-readonly"
 
@@ -254,7 +255,7 @@ def test_memory_pressure_blocks_scheduling_until_cleared(cluster: Cluster) -> No
             )
         ]
 
-    (pending,) = wait_until("an unschedulable replacement", pending_replacement)
+    (pending,) = wait_until(pending_replacement, within=10, what="an unschedulable replacement")
     events = core.list_namespaced_event(
         NS, field_selector=f"involvedObject.name={pending.metadata.name}"
     )

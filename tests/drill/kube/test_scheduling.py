@@ -16,7 +16,8 @@ from oncall_drill.kube_sim.scheduling import (
     unfit_reason,
 )
 from oncall_drill.kube_sim.seed import default_objects, gpu_node
-from tests.drill.kube.conftest import DELAY_S, NS, start_cluster, wait_until
+from tests.drill.kube.conftest import DELAY_S, NS, start_cluster
+from tests.harness.waiting import wait_until
 
 
 def pod(gpu: str = "1", cpu: str = "4", memory: str = "64Gi", **spec: Any) -> dict[str, Any]:
@@ -75,7 +76,7 @@ def test_two_full_nodes_leave_the_surge_pod_pending(tmp_path: Path) -> None:
             unscheduled = [p for p in pods if not p.spec.node_name]
             return unscheduled[0] if unscheduled else None
 
-        stuck = wait_until("a Pending pod", pending)
+        stuck = wait_until(pending, within=10, what="a Pending pod")
         events = core.list_namespaced_event(
             NS, field_selector=f"involvedObject.name={stuck.metadata.name}"
         ).items

@@ -12,14 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
-
 from oncall.backends.kube_write import KubeWriter
 from oncall.settings import Settings
 from oncall.settings.loader import load_settings
 from tests.drill.stack.conftest import Drill
-from tests.harness.processes import wait_until
 from tests.harness.terminal import TerminalRun, run_on_terminal
+from tests.harness.waiting import wait_until
 
 T = TypeVar("T")
 NS = "ai"
@@ -146,7 +144,6 @@ def wait_light(drill: Drill) -> None:
             and all(kv.get(n, 1) < 0.9 and preempted[n] == 0 for n in names)
         )  # fmt: skip
 
-    try:
-        wait_until(light, timeout=150, what="pods scraped, KV below 90%, no preemptions")
-    except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc}; last seen: {seen}", pytrace=False)
+    wait_until(
+        light, within=150, what="pods scraped, KV below 90%, no preemptions", seen=lambda: seen
+    )

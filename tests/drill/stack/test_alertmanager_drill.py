@@ -13,7 +13,7 @@ from oncall.backends.prometheus import PrometheusClient
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.test_scenarios import SCENARIOS, crossed, read
-from tests.harness.processes import eventually
+from tests.harness.waiting import eventually
 
 SCENARIO = "gateway-unavailable"
 ALERT = "AIServiceUnavailable"

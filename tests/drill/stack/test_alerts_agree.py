@@ -13,6 +13,7 @@ from oncall.alerts.engine import AlertEngine
 from oncall.alerts.loader import load_rule_files
 from oncall.backends.prometheus import PrometheusClient
 from tests.drill.stack.conftest import FOR_SCALE, Drill
+from tests.harness.waiting import eventually
 
 ALERTS = Path(__file__).resolve().parents[3] / "alerts"
 LAG_S = 3.0  # one evaluation interval (1 s), one poll, and the query's own duration
@@ -61,41 +62,35 @@ async def test_prometheus_and_local_sources_agree_through_a_scenario(drill: Dril
             name = "VectorSearchP999High"
             return by_prom[name], by_local[name]
 
-        async def until(wanted: str, within: float) -> None:
-            deadline = time.monotonic() + within
-            while await sample() != (wanted, wanted):  # bounded: one sample every ~0.5 s
-                assert time.monotonic() < deadline, f"both sources never said {wanted}"
-                await _pause()
+        async def both_say(wanted: str) -> bool:
+            return await sample() == (wanted, wanted)
 
-        async def agreed(within: float) -> None:
-            """Wait until both sources say the same for every rule. The drill is shared: an
-            alert an earlier test's fault left firing in Prometheus is only `pending` for a
-            local engine that has just started (it has no history to count `for:` from), a
-            difference of when each began watching, not of evaluation."""
-            deadline = time.monotonic() + within
-            while True:  # bounded by the deadline; one sample every ~0.5 s
-                await sample()
-                _, by_prom, by_local = timeline[-1]
-                if by_prom == by_local:
-                    return
-                assert time.monotonic() < deadline, f"the sources never agreed: {timeline[-1]}"
-                await _pause()
+        async def agree() -> bool:
+            """Both sources say the same for every rule. The drill is shared: an alert an
+            earlier test's fault left firing in Prometheus is only `pending` for a local engine
+            that has just started (it has no history to count `for:` from), a difference of
+            when each began watching, not of evaluation."""
+            await sample()
+            _, by_prom, by_local = timeline[-1]
+            return by_prom == by_local
 
-        await agreed(150)
+        await eventually(
+            agree, within=150, interval=0.5, what="the sources to agree", seen=lambda: timeline[-1]
+        )
         timeline.clear()  # the comparison starts from two sources that agree
-        await until("inactive", 90)
+        await eventually(
+            lambda: both_say("inactive"), within=90, interval=0.5, what="both to say inactive"
+        )
         drill.cli("inject", "vector-search-slow")
         try:
-            await until("firing", 60)
+            await eventually(
+                lambda: both_say("firing"), within=60, interval=0.5, what="both to say firing"
+            )
         finally:
             drill.cli("clear")
-        await until("inactive", 120)
+        await eventually(
+            lambda: both_say("inactive"), within=120, interval=0.5, what="both to say inactive"
+        )
     states = {(p["VectorSearchP999High"], q["VectorSearchP999High"]) for _, p, q in timeline}
     assert any("pending" in pair for pair in states), "the alert went through pending"
     assert disagreements(timeline) == []
-
-
-async def _pause() -> None:
-    import asyncio
-
-    await asyncio.sleep(0.5)

@@ -22,7 +22,8 @@ from oncall.tui.format import SPARK_LEVELS
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import app_settings, records
-from tests.harness.pilot import static_text, until
+from tests.harness.pilot import static_text
+from tests.harness.waiting import until
 
 ALERT = "AIServiceUnavailable"
 
@@ -42,18 +43,19 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
                 return bool(status and status.state == "firing" and run and not run.running
                             and "fail" in run.findings())  # fmt: skip
 
-            await until(pilot, "the alert firing with its findings", findings_on_board)
+            await until(pilot, findings_on_board, "the alert firing with its findings", within=90)
             assert app.book.ordered()[0].rule.name == ALERT  # firing first
             # The last hour from Prometheus' range queries: a sparkline and the threshold.
             sparkline = lambda: app.board.history_of(ALERT, app.clock())  # noqa: E731
-            await until(pilot, "the sparkline", lambda: bool(sparkline()))
+            await until(pilot, lambda: bool(sparkline()), "the sparkline", within=90)
             keys = [key for key, _ in app.board.columns]  # the drill has an Alertmanager column
             cell = lambda key: dict(zip(keys, app.board.rows()[0][1], strict=True))[key][0]  # noqa: E731
             # Held by the drill's Alertmanager once Prometheus has sent it (every 2 s).
             await until(
                 pilot,
-                "Alertmanager to hold it",
                 lambda: cell("routing") == "1 active",
+                "Alertmanager to hold it",
+                within=90,
                 seen=lambda: (cell("routing"), app.board.rows()[0]),
             )
             cells = dict(zip(keys, app.board.rows()[0][1], strict=True))
@@ -64,18 +66,28 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
             assert app.board.selected_alert() == ALERT
             await pilot.press("enter")
             await until(
-                pilot, "the incident screen", lambda: isinstance(app.screen, IncidentScreen)
+                pilot,
+                lambda: isinstance(app.screen, IncidentScreen),
+                "the incident screen",
+                within=90,
             )
             run = app.book.runs[ALERT]
             statuses = {s.id: s.status for s in run.ordered_results()}
             assert statuses["unavailable_ratio"] == "fail"
             assert statuses["still_undegraded"] == "fail"
-            await until(pilot, "the proposal", lambda: "degrade" in static_text(app, "#proposals"))
+            await until(
+                pilot,
+                lambda: "degrade" in static_text(app, "#proposals"),
+                "the proposal",
+                within=90,
+            )
             incident = app.screen
             assert isinstance(incident, IncidentScreen)
             number = 1 + [p.id for p in incident.proposals()].index("degrade")
             await pilot.press(str(number))
-            await until(pilot, "the confirm modal", lambda: isinstance(app.screen, ConfirmScreen))
+            await until(
+                pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm modal", within=90
+            )
             preview = static_text(app, "#confirm-preview")
             assert "dry run" in preview and "level 0" in preview and "level 1" in preview
             words = app.screen.query("#confirm-word")
@@ -87,22 +99,27 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
                 await pilot.press("y")
             await until(
                 pilot,
-                "verification",
                 lambda: "verified" in static_text(app, "#confirm-progress"),
+                "verification",
                 within=60,
             )
             await pilot.press("escape")  # any key closes the finished modal
             await until(
-                pilot, "back on the incident", lambda: isinstance(app.screen, IncidentScreen)
+                pilot,
+                lambda: isinstance(app.screen, IncidentScreen),
+                "back on the incident",
+                within=90,
             )
             await pilot.press("escape")
             await pilot.press("colon")
             await pilot.pause()
             await pilot.press(*"audit", "enter")
-            await until(pilot, "the audit screen", lambda: isinstance(app.screen, AuditScreen))
+            await until(
+                pilot, lambda: isinstance(app.screen, AuditScreen), "the audit screen", within=90
+            )
             screen = app.screen
             assert isinstance(screen, AuditScreen)
-            await until(pilot, "the audit records and chain", lambda: screen.loaded)
+            await until(pilot, lambda: screen.loaded, "the audit records and chain", within=90)
             assert screen.page is not None
             shown = [(row.transition, row.action) for row in screen.page.rows]
             assert ("verified", "set-degradation-level") in shown

@@ -24,7 +24,7 @@ from tests.drill.stack.remediation_helpers import (
     vllm_pods,
     wait_light,
 )
-from tests.harness.processes import wait_until
+from tests.harness.waiting import wait_until
 
 
 def scale(drill: Drill, replicas: int | None) -> None:
@@ -79,9 +79,9 @@ def kv_pressure(drill: Drill) -> Iterator[list[str]]:
     """`kv-cache-pressure` on the drill's 2 replicas, both saturated; the pods' names."""
     drill.cli("inject", "kv-cache-pressure")
     try:
-        wait_until(lambda: len(ready_pods(drill)) == 2, timeout=60, what="2 Ready vLLM pods")
+        wait_until(lambda: len(ready_pods(drill)) == 2, within=60, what="2 Ready vLLM pods")
         names = [p["metadata"]["name"] for p in ready_pods(drill)]
-        wait_until(lambda: saturated(drill, names), timeout=90, what="both pods' KV saturated")
+        wait_until(lambda: saturated(drill, names), within=90, what="both pods' KV saturated")
         yield names
     finally:
         drill.cli("clear")
@@ -96,7 +96,7 @@ def test_the_runbook_proposes_no_rebuild_when_the_others_are_saturated(
         found.update(checklist(drill))
         return bool(found["steps"].get("kv_cache") == "fail")
 
-    wait_until(judged, timeout=60, what="the checklist finds the KV cache full")
+    wait_until(judged, within=60, what="the checklist finds the KV cache full")
     assert found["steps"]["kv_imbalance"] == "ok", found
     assert "lower-max-num-seqs-kv" in found["proposals"]
     assert "rebuild-busiest-pod" not in found["proposals"], found
@@ -138,15 +138,16 @@ def test_rebuild_under_kv_pressure_is_refused_unless_overridden(
     assert started["overridden"] is True, started
     wait_until(
         lambda: uid not in {p["metadata"]["uid"] for p in vllm_pods(drill)},
-        timeout=60, what=f"pod {name} evicted",
-    )  # fmt: skip
+        within=60,
+        what=f"pod {name} evicted",
+    )
 
 
 @pytest.mark.timeout(300)  # 2 more pods to start, the earlier pressure to drain
 def test_rebuild_with_four_lightly_loaded_replicas_is_ok(drill: Drill, tmp_path: Path) -> None:
     scale(drill, 4)
     try:
-        wait_until(lambda: len(ready_pods(drill)) == 4, timeout=120, what="4 Ready vLLM pods")
+        wait_until(lambda: len(ready_pods(drill)) == 4, within=120, what="4 Ready vLLM pods")
 
         wait_light(drill)
         name = ready_pods(drill)[0]["metadata"]["name"]
@@ -178,7 +179,7 @@ def test_load_growing_after_the_preview_is_refused_before_the_write(
         assert "capacity: ok: " in output, output
         drill.cli("inject", "kv-cache-pressure")
         grown = max(previewed, 1) * 1.5
-        wait_until(lambda: load_of(drill, name) > grown + 2, timeout=60, what="the load grown")
+        wait_until(lambda: load_of(drill, name) > grown + 2, within=60, what="the load grown")
         return name
 
     audit = tmp_path / "grown.jsonl"

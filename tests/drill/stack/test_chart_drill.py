@@ -43,8 +43,7 @@ from tests.drill.stack.remediation_helpers import (
     records,
     remediate,
 )
-from tests.harness.pilot import until
-from tests.harness.processes import eventually
+from tests.harness.waiting import eventually, until
 
 ALERT = "LLMHighP99Latency"
 KV_LABEL = "KV-cache usage (fullest pod)"
@@ -113,21 +112,26 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
                 status = app.book.statuses.get(ALERT)
                 return bool(status and status.state == "firing")
 
-            await until(pilot, "the alert firing", firing)
+            await until(pilot, firing, "the alert firing", within=90)
             app.open_incident(ALERT)
-            await until(pilot, "the incident", lambda: isinstance(app.screen, IncidentScreen))
-            await until(pilot, "the chart widget", lambda: bool(app.screen.query(AlertChart)))
+            await until(
+                pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident", within=90
+            )
+            await until(
+                pilot, lambda: bool(app.screen.query(AlertChart)), "the chart widget", within=90
+            )
             chart = app.screen.query_one(AlertChart)
-            await until(pilot, "the chart", lambda: chart.view.data is not None)
+            await until(pilot, lambda: chart.view.data is not None, "the chart", within=90)
             await pilot.press("left_square_bracket")  # zoom in: 15m, a point every 15 s
             await until(
                 pilot,
-                "the 15m chart",
                 lambda: (
                     chart.requests == 2
                     and chart.view.data is not None
                     and chart.view.data.end - chart.view.data.start == 900
                 ),
+                "the 15m chart",
+                within=90,
             )
             data = chart.view.data
             assert data is not None and data.error is None, data
@@ -173,8 +177,8 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             for _ in range(20):
                 await until(
                     pilot,
-                    "a full cache or the run's end",
                     lambda: full() or (incident.run is not None and not incident.run.running),
+                    "a full cache or the run's end",
                     within=max(1.0, deadline - time.monotonic()),
                     seen=kv_step,
                 )
@@ -182,14 +186,17 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
                     break
                 started = replaced(incident.run)  # taken before the key: the run it replaces
                 await pilot.press("r")
-                await until(pilot, "the re-run to start", started)
+                await until(pilot, started, "the re-run to start", within=90)
             assert full(), kv_step()
             judged = kv_judged()
             assert judged is not None
             # The step's evidence chart: the fullest pod's KV-cache usage over its 0.9.
             await highlight(pilot, incident, "kv_cache")
             await until(
-                pilot, "the KV-usage evidence chart", lambda: kv_chart(incident) is not None
+                pilot,
+                lambda: kv_chart(incident) is not None,
+                "the KV-usage evidence chart",
+                within=90,
             )
             kv = kv_chart(incident)
             assert kv is not None and kv.error is None, kv
@@ -203,12 +210,16 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             ids = [p.id for p in incident.proposals()]
             value = incident.proposals()[ids.index("lower-max-num-seqs-kv")].params.get("value")
             await pilot.press(str(1 + ids.index("lower-max-num-seqs-kv")))
-            await until(pilot, "the confirm modal", lambda: isinstance(app.screen, ConfirmScreen))
+            await until(
+                pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm modal", within=90
+            )
             modal = app.screen
             assert isinstance(modal, ConfirmScreen)
             # Pushed is not yet composed: answer once its widgets are there (a loaded machine
             # showed the difference: a key pressed before went nowhere).
-            await until(pilot, "the modal's prompt", lambda: bool(modal.query("#confirm-prompt")))
+            await until(
+                pilot, lambda: bool(modal.query("#confirm-prompt")), "the modal's prompt", within=90
+            )
             if modal.needs_word:  # dangerous: the target's name (or the override asked), typed
                 modal.query_one("#confirm-word", Input).value = modal.preview.plan.confirm_word
                 await pilot.pause()
@@ -217,17 +228,17 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
                 await pilot.press("y")
             await until(
                 pilot,
-                "the answer",
                 lambda: modal.confirmed,
-                30,
+                "the answer",
+                within=30,
                 seen=lambda: (modal.phase, modal.refused),
             )
             # The rollout to pods with the new cap, then the action's verification.
             await until(
                 pilot,
-                "the action's end",
                 lambda: modal.result is not None,
-                240,
+                "the action's end",
+                within=240,
                 seen=lambda: modal.lines,
             )
             assert modal.result is not None and modal.result.status == "verified", (
@@ -236,10 +247,15 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             )
             verified_at = time.time()
             await pilot.press("escape")
-            await until(pilot, "the incident", lambda: isinstance(app.screen, IncidentScreen))
+            await until(
+                pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident", within=90
+            )
             # The chart follows: refreshed at once with the action's marker on it, then again.
             await until(
-                pilot, "the marker", lambda: bool(chart.view.data and chart.view.data.markers)
+                pilot,
+                lambda: bool(chart.view.data and chart.view.data.markers),
+                "the marker",
+                within=90,
             )
             marked = chart.view.data
             assert marked is not None
@@ -251,12 +267,12 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             evidence_asked = evidence.requests
             await until(
                 pilot,
-                "a follow refresh with newer points",
                 lambda: (
                     chart.requests > asked
                     and evidence.requests > evidence_asked
                     and bool(chart.view.data and chart.view.data.end > first_end)
                 ),
+                "a follow refresh with newer points",
                 within=30,
             )
             # The series responds: the follow refreshes bring points after the change in
@@ -278,9 +294,12 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
                 return value, [(round(ts - verified_at), round(v, 3)) for ts, v in points]
 
             await until(
-                pilot, "KV-cache usage back under 0.9 after the change", responded, 150,
+                pilot,
+                responded,
+                "KV-cache usage back under 0.9 after the change",
+                within=150,
                 seen=last_points,
-            )  # fmt: skip
+            )
             kv_after = kv_chart(incident)
             assert kv_after is not None
             assert max(finite(kv_after)) >= judged  # the full cache is still drawn

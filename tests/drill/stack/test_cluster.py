@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from oncall_drill.cluster.pods import PORT_ANNOTATION
 from oncall_drill.supervisor import pid_alive
 from tests.drill.stack.conftest import Drill
-from tests.harness.processes import eventually
+from tests.harness.waiting import eventually
 
 NS = "ai"
 

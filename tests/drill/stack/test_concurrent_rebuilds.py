@@ -25,7 +25,7 @@ import pytest
 
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import NS, records, vllm_pods
-from tests.harness.processes import wait_until
+from tests.harness.waiting import wait_until
 
 SAMPLE_S = 0.1
 TIMEOUT_S = 240.0
@@ -128,7 +128,7 @@ def _two_ready_pods(drill: Drill) -> list[str]:
         return len(seen[-1]) == 2
 
     # Bounded: an earlier rebuild's replacement may still be starting.
-    wait_until(two, timeout=120, what="the drill's vLLM Deployment with 2 Ready pods")
+    wait_until(two, within=120, what="the drill's vLLM Deployment with 2 Ready pods")
     return seen[-1]
 
 

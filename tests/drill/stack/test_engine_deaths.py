@@ -16,7 +16,7 @@ import pytest
 from oncall.backends.prometheus import PrometheusClient
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
-from tests.harness.processes import eventually
+from tests.harness.waiting import eventually
 
 #: scenario -> (last terminated reason, failing step, what its summary says, proposal values)
 DEATHS: dict[str, tuple[str, str, str, list[dict[str, Any]]]] = {

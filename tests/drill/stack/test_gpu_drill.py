@@ -23,7 +23,7 @@ from oncall.settings import load_settings
 from oncall_drill.gpu_sim.layout import EXPORTER_TARGET_LABELS
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill, start_drill
-from tests.harness.processes import eventually
+from tests.harness.waiting import eventually
 
 
 async def _devices_and_pods(drill: Drill) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

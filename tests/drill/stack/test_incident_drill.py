@@ -23,7 +23,7 @@ from oncall.service.verdicts import VerdictReader
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import as_asked, drill_settings, remediate
-from tests.harness.processes import wait_until
+from tests.harness.waiting import wait_until
 
 ALERT = "LLMHighP99Latency"
 
@@ -77,18 +77,24 @@ def test_the_postmortem_draft_of_a_kv_cache_incident(drill: Drill, tmp_path: Pat
     options = ["--config", str(drill.directory / "oncall.yaml"), "--set", f"audit.path={audit}"]
     # An earlier test's firing of ALERT still held by Alertmanager would get no new
     # notification, so no verdict at firing: start from none.
-    wait_until(lambda: not any(a["labels"]["alertname"] == ALERT for a in alerts(drill)),
-               timeout=180, what=f"no {ALERT} left by an earlier test")  # fmt: skip
+    wait_until(
+        lambda: not any(a["labels"]["alertname"] == ALERT for a in alerts(drill)),
+        within=180,
+        what=f"no {ALERT} left by an earlier test",
+    )
     injected = time.time()
     drill.cli("inject", "kv-cache-pressure")
     action_id = None
-    grouped: dict[str, Any] = {}
     try:
-        wait_until(lambda: any(a["labels"]["alertname"] == ALERT for a in firing(drill)),
-                   timeout=120, what=f"{ALERT} firing")  # fmt: skip
-        wait_until(lambda: verdict_since(drill, injected), timeout=120, what="its verdict")
-        wait_until(lambda: bool(grouped.update(incident_of(drill, injected) or {}) or grouped),
-                   timeout=60, what="the incident grouping it")  # fmt: skip
+        wait_until(
+            lambda: any(a["labels"]["alertname"] == ALERT for a in firing(drill)),
+            within=120,
+            what=f"{ALERT} firing",
+        )
+        wait_until(lambda: verdict_since(drill, injected), within=120, what="its verdict")
+        grouped = wait_until(
+            lambda: incident_of(drill, injected), within=60, what="the incident grouping it"
+        )
         incident_id = grouped["id"]
         members = {m["alert"] for m in grouped["members"]}
         run = remediate(drill, audit, "set-max-num-seqs", "vllm", "64",
@@ -100,14 +106,17 @@ def test_the_postmortem_draft_of_a_kv_cache_incident(drill: Drill, tmp_path: Pat
     finally:
         drill.cli("clear")
     try:
-        wait_until(lambda: not members & {a["labels"]["alertname"] for a in firing(drill)},
-                   timeout=180, what=f"{sorted(members)} resolved")  # fmt: skip
+        wait_until(
+            lambda: not members & {a["labels"]["alertname"] for a in firing(drill)},
+            within=180,
+            what=f"{sorted(members)} resolved",
+        )
 
         def closed() -> bool:
             listed = incidents(drill, "--set", "incidents.close_after=0")
             return any(i["id"] == incident_id and i["closed_at"] for i in listed)
 
-        wait_until(closed, timeout=60, what=f"{incident_id} closed")
+        wait_until(closed, within=60, what=f"{incident_id} closed")
         export = run_oncall(*options, "incident", "export", incident_id, "-o", "markdown",
                             timeout=60)  # fmt: skip
         verify = run_oncall(*options, "audit", "verify", timeout=60)

@@ -21,7 +21,7 @@ from oncall.tui.app import OncallApp
 from oncall.tui.board_incidents import PREFIX
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import app_settings
-from tests.harness.pilot import until
+from tests.harness.waiting import until
 
 VLLM = "Deployment ai/vllm"
 GATEWAY_ALERT = "AIServiceUnavailable"
@@ -80,8 +80,13 @@ async def test_a_kv_cache_storm_is_one_incident_and_the_gateway_its_own(
         await asyncio.to_thread(drill.cli, "inject", "kv-cache-pressure")
         await asyncio.to_thread(drill.cli, "inject", "gateway-unavailable")
         try:
-            await until(pilot, "one incident for the alerts failing on the vLLM Deployment",
-                        lambda: settled(app), within=240, seen=lambda: seen(app))  # fmt: skip
+            await until(
+                pilot,
+                lambda: settled(app),
+                "one incident for the alerts failing on the vLLM Deployment",
+                within=240,
+                seen=lambda: seen(app),
+            )
             storm, gateway = kv_incident(app), gateway_incident(app)
             assert storm is not None and storm.cause is not None and gateway is not None
             step = storm.cause.step

@@ -12,7 +12,7 @@ from oncall_drill.netutil import port_accepts
 from oncall_drill.supervisor import pid_alive
 from tests.cli_runner import Result, run_oncall
 from tests.drill.stack.conftest import JOBS, Drill, start_drill
-from tests.harness.processes import wait_until
+from tests.harness.waiting import wait_until
 
 
 def children_of(pid: int) -> list[int]:
@@ -43,7 +43,7 @@ def test_status_reports_processes_and_targets(drill: Drill) -> None:
         statuses.append(run_oncall("drill", "status", "--dir", str(drill.directory)))
         return statuses[-1].code == 0
 
-    wait_until(settled, timeout=15, what="`drill status` to report every target healthy")
+    wait_until(settled, within=15, what="`drill status` to report every target healthy")
     out = statuses[-1].stdout
     for name in ("redis", "cluster", "gateway", "redis-exporter", "prometheus", "loadgen"):
         assert f"  {name} " in out

@@ -16,7 +16,7 @@ import pytest
 
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import NS, kube_call, records, remediate, transitions
-from tests.harness.processes import wait_until
+from tests.harness.waiting import wait_until
 
 DONE = ["proposed", "approved", "started", "succeeded", "verified"]
 NO_GPU = "no node has 1 free nvidia.com/gpu: 0 of 4 free on 1 node"
@@ -60,7 +60,7 @@ def restored(drill: Drill) -> Iterator[Drill]:
         ops = [{"op": "replace", "path": "/spec/replicas", "value": 2}]
         client.AppsV1Api(made).patch_namespaced_deployment("vllm", NS, ops)
     pods = lambda: kube_call(drill, lambda k: k.list_pods(NS, label_selector="app=vllm"))  # noqa: E731
-    wait_until(lambda: len(pods()) == 2 and ready(drill) == 2, timeout=60, what="2 vLLM pods")
+    wait_until(lambda: len(pods()) == 2 and ready(drill) == 2, within=60, what="2 vLLM pods")
 
 
 def test_up_with_a_free_gpu_then_none_left(restored: Drill, tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_up_with_a_free_gpu_then_none_left(restored: Drill, tmp_path: Path) -> N
             for e in events
         )
 
-    wait_until(failed_scheduling, timeout=30, what="a FailedScheduling event")
+    wait_until(failed_scheduling, within=30, what="a FailedScheduling event")
 
 
 def test_an_hpa_is_followed_as_the_policy_says(restored: Drill, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from oncall.backends.prometheus import PrometheusClient
 from oncall_drill.scenario_catalog import Signal, all_scenarios
 from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
-from tests.harness.processes import eventually
+from tests.harness.waiting import eventually
 
 SCENARIOS = {name: s for name, s in all_scenarios().items() if s.signal is not None}
 

@@ -28,8 +28,8 @@ from oncall_drill.always_on import NOTIFICATIONS
 from oncall_drill.notify_sink import read_messages
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import app_settings
-from tests.harness.pilot import static_text, until
-from tests.harness.processes import eventually, wait_until
+from tests.harness.pilot import static_text
+from tests.harness.waiting import eventually, until, wait_until
 
 ALERT = "LLMHighP99Latency"
 
@@ -76,7 +76,7 @@ async def test_the_verdict_at_firing_through_the_real_alertmanager(
         return bool(fresh)
 
     try:
-        await asyncio.to_thread(wait_until, stored, timeout=120, what="the verdict of " + ALERT)
+        await asyncio.to_thread(wait_until, stored, within=120, what="the verdict of " + ALERT)
         verdict = found[-1]  # the first firing after the injection
         steps = {s["id"]: s for s in verdict["steps"]}
         assert steps["kv_cache"]["status"] == "fail", steps["kv_cache"]
@@ -93,7 +93,7 @@ async def test_the_verdict_at_firing_through_the_real_alertmanager(
             texts = [str(m["body"]["text"]) for m in sink]  # type: ignore[index]
             return [t for t in texts if t.startswith(head)]
 
-        await asyncio.to_thread(wait_until, lambda: bool(messages()), timeout=30, what="the chat")
+        await asyncio.to_thread(wait_until, lambda: bool(messages()), within=30, what="the chat")
         [text] = messages()
         assert "kv_cache" in text
     finally:
@@ -113,17 +113,28 @@ async def test_the_verdict_at_firing_through_the_real_alertmanager(
                 return False
             return True
 
-        await until(pilot, "the at-firing verdict and a live run that passes", then_and_now,
-                    within=120, interval=1.0)  # fmt: skip
+        await until(
+            pilot,
+            then_and_now,
+            "the at-firing verdict and a live run that passes",
+            within=120,
+            interval=1.0,
+        )
         then = app.book.at_firing[ALERT]
         assert {s["id"]: s["status"] for s in then["steps"]}["kv_cache"] == "fail"
         app.post_message(OpenIncident(ALERT))  # what enter on its row sends
-        await until(pilot, "the incident screen", lambda: isinstance(app.screen, IncidentScreen))
+        await until(
+            pilot, lambda: isinstance(app.screen, IncidentScreen), "the incident screen", within=90
+        )
         meta = static_text(app, "#incident-meta")
         assert "then (at firing" in meta and "now:" in meta
         # The kv_cache step's evidence: now (passing) and at firing (failing), both shown.
         table = app.screen.query_one("#steps", DataTable)
-        await until(pilot, "the steps", lambda: "kv_cache" in table.rows)
+        await until(pilot, lambda: "kv_cache" in table.rows, "the steps", within=90)
         table.move_cursor(row=table.get_row_index("kv_cache"))
-        await until(pilot, "the at-firing evidence",
-                    lambda: "at firing: ✗ fail" in static_text(app, "#evidence"))  # fmt: skip
+        await until(
+            pilot,
+            lambda: "at firing: ✗ fail" in static_text(app, "#evidence"),
+            "the at-firing evidence",
+            within=90,
+        )

@@ -23,7 +23,7 @@ from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import as_asked, remediate
 from tests.drill.stack.test_remediation_actions import pod_caps
-from tests.harness.processes import eventually
+from tests.harness.waiting import eventually
 
 
 async def firing(prom: PrometheusClient, alert: str) -> bool:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,7 +17,6 @@ from tests.harness.processes import ListeningProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MODEL = "sim/llama"
-T = TypeVar("T")
 
 
 SimProcess = ListeningProcess
@@ -79,18 +75,6 @@ def sim_factory(directory: Path, *base_args: str) -> Iterator[Callable[..., SimP
     finally:
         for sim in started:
             stop_sim(sim)
-
-
-async def await_until(predicate: Callable[[], Awaitable[T]], within: float, what: str) -> T:
-    """Poll `predicate` until it returns something truthy; fail after `within` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def families(text: str) -> dict[str, tuple[str, list[Sample]]]:

@@ -14,7 +14,8 @@ import yaml
 
 from oncall.probes.kube_log_facts import last_error_line, last_match, log_lines
 from tests.drill.vllm.conftest import Starter
-from tests.drill.vllm.helpers import await_until, completion_body, metrics_text, sample_value
+from tests.drill.vllm.helpers import completion_body, metrics_text, sample_value
+from tests.harness.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDED = ROOT / "fixtures" / "vllm" / "engine_core_cuda_oom.log"
@@ -65,8 +66,11 @@ async def test_gpu_oom_logs_the_traceback_and_exits_0(sim_factory: Starter) -> N
     sim = sim_factory("--death-exit-seconds", "0.5")
     async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
         running = asyncio.create_task(client.post("/v1/completions", json=completion_body(2000)))
-        await await_until(
-            lambda: _running(client), within=10, what="a running request before the OOM"
+        await eventually(
+            lambda: _running(client),
+            within=10,
+            what="a running request before the OOM",
+            interval=0.02,
         )
         assert (await client.post("/drill/fault", json={"fault": "gpu-oom"})).json()["dead"]
         assert (await running).status_code == 500
@@ -112,7 +116,9 @@ async def test_hung_engine_answers_health_but_freezes_gauges_and_counters(
         armed = (await client.post("/drill/fault", json={"fault": "engine-hung"})).json()
         assert (armed["fault"], armed["hang_armed"]) == ("none", True)
         long = asyncio.create_task(client.post("/v1/completions", json=completion_body(5000)))
-        hung = await await_until(lambda: _hung(client), within=10, what="the core hanging")
+        hung = await eventually(
+            lambda: _hung(client), within=10, what="the core hanging", interval=0.02
+        )
         assert hung is not None
         assert hung["running"] == 1
         before = metrics_text(sim.url)
@@ -137,7 +143,7 @@ async def test_hung_engine_answers_health_but_freezes_gauges_and_counters(
             text = metrics_text(sim.url)
             return sample_value(text, "vllm:generation_tokens_total") > tokens
 
-        await await_until(advancing, within=10, what="tokens again after the hang")
+        await eventually(advancing, within=10, what="tokens again after the hang", interval=0.02)
         long.cancel()
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from oncall_drill.netutil import port_accepts, wait_for_port
 from tests.drill.vllm.conftest import Starter
-from tests.drill.vllm.helpers import await_until, completion_body, metrics_text, sample_value
+from tests.drill.vllm.helpers import completion_body, metrics_text, sample_value
+from tests.harness.waiting import eventually
 
 
 async def _state(client: httpx.AsyncClient) -> dict[str, Any]:
@@ -42,7 +43,9 @@ async def test_engine_death(sim_factory: Starter, version: str, dead_health: int
         streamed = asyncio.create_task(
             _stream_lines(client, completion_body(2000, prompt="other", stream=True))
         )
-        await await_until(lambda: _state_running(client, 2), within=10, what="two running requests")
+        await eventually(
+            lambda: _state_running(client, 2), within=10, what="two running requests", interval=0.02
+        )
         injected = await client.post("/drill/fault", json={"fault": "engine-death"})
         died_at = time.monotonic()
         assert injected.json()["dead"] is True
