@@ -23,6 +23,8 @@ T = TypeVar("T")
 
 UNTIL_S = 15.0
 """`until`'s bound: an app under test answers in far less, even on a loaded machine."""
+UNTIL_MAX_INTERVAL_S = 0.2
+"""The longest pause between two looks of `until` (its pauses double from `interval`)."""
 
 
 class Watched(Protocol):
@@ -123,6 +125,12 @@ async def until(
     async def holds() -> bool:
         return bool(ok())
 
-    await eventually(
-        holds, within=within, what=what, interval=interval, seen=seen, pause=pilot.pause
-    )
+    step = [interval]
+
+    async def pause(_: float) -> None:
+        # From `interval`, doubling up to UNTIL_MAX_INTERVAL_S: a screen after a key is seen
+        # at once, and a drill test's 90 s wait does not poll the app a hundred times a second.
+        await pilot.pause(step[0])
+        step[0] = min(step[0] * 2, max(interval, UNTIL_MAX_INTERVAL_S))
+
+    await eventually(holds, within=within, what=what, interval=interval, seen=seen, pause=pause)

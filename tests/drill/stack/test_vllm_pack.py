@@ -138,13 +138,21 @@ async def test_kv_pressure_fires_the_pack_and_the_proposed_max_num_seqs_recovers
                     every_pod_runs_the_new_cap, within=30, what=f"every pod at {value}"
                 )
 
+                last_step: dict[str, Any] = {}
+
                 async def recovered() -> bool:
                     report = await check(drill, "LLMHighP99Latency")
-                    return bool(step_of(report, "kv_cache")["status"] in ("ok", "warn"))
+                    last_step.update(step_of(report, "kv_cache"))
+                    return bool(last_step["status"] in ("ok", "warn"))
 
                 # The signal the step judged: preemptions over the 20 s window back to 0, the
                 # KV cache under 90%; requests wait instead (a warn), as vLLM trades them.
-                await eventually(recovered, within=90, what="the kv_cache step recovering")
+                await eventually(
+                    recovered,
+                    within=90,
+                    what="the kv_cache step recovering",
+                    seen=lambda: (last_step.get("status"), last_step.get("summary")),
+                )
                 await eventually(
                     lambda: _not(firing(prom, "VllmKVCacheSaturated")),
                     within=90,
