@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -187,3 +188,38 @@ def test_errors_read_as_the_python_reader_words_them(
     assert yaml_marks._parse_fast(text, YamlLimits(), yaml_marks.MarkedDocument("x"), []) is None
     _doc, problems = yaml_marks.load_marked_yaml(path, "bad.yaml")
     assert [str(p) for p in problems] == [f"bad.yaml:{message}"]
+
+
+@pytest.mark.parametrize(
+    ("escape", "why"),
+    [
+        ("\\U00110000", "chr() arg not in range(0x110000)"),
+        ("\\U99999999", "Python int too large to convert to C int"),
+    ],
+)
+def test_an_escape_past_unicode_is_a_located_syntax_error(
+    tmp_path: Path, escape: str, why: str
+) -> None:
+    """pyyaml's reader calls chr() on a double-quoted "\\U" escape and lets a ValueError out
+    for one past U+10FFFF (found by tests/security/test_fuzz_inputs.py): a syntax error at
+    its line and column, never a traceback."""
+    path = tmp_path / "oncall.yaml"
+    path.write_text(f'runbooks:\n  dirs:\n  - "ab{escape}"\n', encoding="utf-8")
+    _doc, problems = yaml_marks.load_marked_yaml(path, "oncall.yaml")
+    # Line 3, column 10: the escape's hex digits.
+    assert [str(p) for p in problems] == [
+        f"oncall.yaml:3:10: YAML syntax error: cannot read this value: {why}"
+    ]
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config=path, environ={})
+    assert [(p.line, p.col) for p in raised.value.problems] == [(3, 10)]
+
+
+def test_an_escape_past_unicode_in_a_multi_document_file_is_a_yaml_error() -> None:
+    """The multi-document reader (PrometheusRule objects) raises it as a located YAML error
+    too, which its callers report with the file's line and column."""
+    text = 'kind: PrometheusRule\n---\nalert: "x\\U99999999"\n'
+    with pytest.raises(yaml.MarkedYAMLError) as raised:
+        yaml_marks.compose_documents(text, YamlLimits())
+    mark = raised.value.problem_mark
+    assert mark is not None and (mark.line + 1, mark.column + 1) == (3, 12)

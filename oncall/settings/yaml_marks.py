@@ -200,9 +200,18 @@ def _parse(loader: Any, doc: MarkedDocument, problems: list[Problem]) -> tuple[A
         if node is not None and isinstance(node, yaml.MappingNode):
             _walk(doc, node, (), problems)
         data = loader.construct_document(node) if node is not None else None
+    except (ValueError, OverflowError) as exc:
+        raise _located(loader, exc) from exc
     finally:
         loader.dispose()
     return node, data
+
+
+def _located(loader: Any, exc: ValueError | OverflowError) -> yaml.MarkedYAMLError:
+    """pyyaml's pure-Python scanner calls chr() on a "\\U" escape past U+10FFFF and lets its
+    ValueError (OverflowError past 2**31) out: a syntax error at the scanner's position."""
+    why = f"cannot read this value: {exc}"
+    return yaml.scanner.ScannerError(None, None, why, loader.get_mark())
 
 
 def _parse_fast(
@@ -215,7 +224,7 @@ def _parse_fast(
         return None
     try:
         return _parse(_FastLoader(text, limits), doc, problems)
-    except (yaml.YAMLError, RecursionError, ValueError):
+    except (yaml.YAMLError, RecursionError, ValueError, OverflowError):
         doc.key_at.clear()
         doc.value_at.clear()
         problems.clear()
@@ -229,6 +238,8 @@ def _documents(loader: Any) -> list[tuple[yaml.Node, Any]]:
             node = loader.get_node()
             if node is not None:
                 found.append((node, loader.construct_document(node)))
+    except (ValueError, OverflowError) as exc:
+        raise _located(loader, exc) from exc
     finally:
         loader.dispose()
     return found
@@ -241,7 +252,7 @@ def compose_documents(text: str, limits: YamlLimits) -> list[tuple[yaml.Node, An
     if HAVE_LIBYAML and not Reader.NON_PRINTABLE.search(text):
         try:
             return _documents(_FastLoader(text, limits))
-        except (yaml.YAMLError, ValueError, RecursionError):
+        except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
             pass
     return _documents(_BoundedLoader(text, limits))
 
