@@ -92,7 +92,9 @@ def alert_transitions(
 
     A series' samples run while the alert is in that state; a gap of more than 1.5 steps, or
     samples ending before `end`, ends the period (Prometheus drops the series then). A member
-    is resolved when neither its pending nor its firing series goes on.
+    is resolved when neither its pending nor its firing series goes on. A period that ended
+    before the member's episode (before its first firing, less 1.5 steps: the pending that led
+    to it stays) is an earlier episode of the same alert, not this incident's.
     """
     periods: dict[str, list[tuple[float, float, str]]] = {}
     named: dict[str, Member] = {}
@@ -110,9 +112,13 @@ def alert_transitions(
             last = ts
         periods.setdefault(member.key, []).append((begin, last, state))
     events: list[Event] = []
-    for key, runs in periods.items():
+    known: set[str] = set()
+    for key, every_run in periods.items():
         member = named[key]
-        runs.sort()
+        runs = sorted(r for r in every_run if r[1] >= member.first_firing - step * 1.5)
+        if not runs:
+            continue
+        known.add(key)
         what = _describe(member)
         for begin, _last, state in runs:
             events.append(Event(begin, state, f"{what} {state}", member.alert, "prometheus"))
@@ -123,7 +129,7 @@ def alert_transitions(
             # after the incident closed (it closed because this had resolved).
             at = final + step if closed_at is None else min(final + step, closed_at)
             events.append(Event(at, "resolved", f"{what} resolved", member.alert, "prometheus"))
-    return events, set(periods)
+    return events, known
 
 
 def history_gaps(
