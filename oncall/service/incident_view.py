@@ -50,6 +50,9 @@ class IncidentSource(Protocol):
 NOTE_MAX_CHARS = 2000
 #: Looked back before the incident opened: its alerts were pending before the first fired.
 LOOKBACK_S = 600.0
+#: How much earlier than its alert's first firing a verdict may be stamped (clocks of the
+#: serve replica and of Prometheus differ) and still be of this incident.
+VERDICT_SKEW_S = 30.0
 #: Range queries hold at most this many points (Prometheus refuses more than 11,000).
 MAX_POINTS = 500
 #: Alert values charted at most (one range query each).
@@ -211,6 +214,9 @@ class IncidentView:
                 gaps.append(f"the values of {name} could not be read ({exc})")
                 continue
             low = threshold is not None and threshold[0] in ("<", "<=")
+            # The worst of this incident, not of an earlier episode in the lookback.
+            since = incident.opened_at - step
+            series = [Series(s.labels, [p for p in s.points if p[0] >= since]) for s in series]
             values, worst_at = _worst(series, low)
             signals.append(Signal(name, expr, values, threshold, worst_at))
         return signals
@@ -224,10 +230,15 @@ class IncidentView:
         found: list[Verdict] = []
         try:
             for name in dict.fromkeys(m.alert for m in incident.members):
+                # A verdict runs at a firing: one from before this alert's first firing here
+                # (less a clock's skew between hosts) is of an earlier episode.
+                fired = min(m.first_firing for m in incident.members if m.alert == name)
                 for verdict in await reader.list(alert=name, since=incident.opened_at - GRACE_S):
                     ran = verdict.get("ran_at")
                     context = verdict.get("context")
                     if not isinstance(ran, int | float) or ran > end + GRACE_S:
+                        continue
+                    if ran < fired - VERDICT_SKEW_S:
                         continue
                     if incident.context and context and context != incident.context:
                         continue

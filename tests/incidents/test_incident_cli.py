@@ -134,3 +134,34 @@ def test_a_note_is_copied_to_the_team_stream_and_verify_says_ok(
     export = oncall(anchored, "incident", "export", one.id, "-o", "json")
     chain = json.loads(export.stdout)["chain"]
     assert export.code == 0 and chain["status"] == "intact" and chain["count"] == 1
+
+
+def test_a_verdict_of_an_earlier_episode_is_not_this_incidents(
+    env: list[str], redis_srv: RunningServer
+) -> None:
+    """The draft reads the at-firing verdicts of its alerts from before it opened (its
+    records' grace); one that ran before its alert first fired here is of an earlier firing
+    of the same alert, and is left out (it was, in the drill: a firing five minutes earlier)."""
+    from oncall.backends.verdicts import VerdictStore
+    from tests.incidents.inputs import verdict
+
+    now = time.time()
+    one = incident(now)
+    put(redis_srv.url, one)
+    ours = {**verdict(now), "firing": "f-now"}  # ran 5 s after its first firing
+    earlier = {**verdict(now), "id": "old999-18f", "firing": "f-old", "ran_at": now - 590}
+
+    async def write() -> None:
+        store = VerdictStore(RedisClient(redis_srv.url, timeout=2))
+        try:
+            for v in (earlier, ours):
+                await store.put(v)
+        finally:
+            await store.aclose()
+
+    asyncio.run(write())
+    shown = oncall(env, "incident", "show", one.id, "-o", "json")
+    assert shown.code in (0, 3), shown.stderr
+    events = json.loads(shown.stdout)["events"]
+    verdicts = [e for e in events if e["kind"] == "verdict"]
+    assert len(verdicts) == 1 and "abc123-18f" in verdicts[0]["text"], verdicts
