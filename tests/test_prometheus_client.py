@@ -10,6 +10,7 @@ import pytest
 
 from oncall.backends.prometheus import PrometheusClient
 from oncall.errors import BackendError
+from oncall.model.metrics import Series
 from tests.harness.faults import http_stub, refused_port, silent_listener
 from tests.harness.servers import RunningServer
 from tests.harness.waiting import eventually
@@ -187,3 +188,21 @@ def test_bearer_token_is_sent_but_never_in_errors(tmp_path: Path) -> None:
     assert client._http.headers["Authorization"] == "Bearer tok-secret"
     error = client._error("refused", "x")
     assert "tok-secret" not in str(error)
+
+
+async def test_raw_samples_are_as_written(prometheus_with_rules: RunningServer) -> None:
+    """A range selector's samples at the times each scrape wrote them (not on a step's grid);
+    an expression that is not a selector is Prometheus' own query error."""
+    async with PrometheusClient(prometheus_with_rules.url, timeout=TIMEOUT) as prom:
+
+        async def scraped_twice() -> list[Series]:
+            found = await prom.raw_samples('up{job="self"}', window_s=60, at=time.time())
+            return found if found and len(found[0].points) >= 2 else []
+
+        (series,) = await eventually(scraped_twice, within=30, what="two scrapes of itself")
+        assert series.labels["job"] == "self" and {v for _, v in series.points} == {1.0}
+        times = [ts for ts, _ in series.points]
+        assert times == sorted(times) and len(set(times)) == len(times)
+        with pytest.raises(BackendError) as raised:
+            await prom.raw_samples("vector(1)", window_s=60, at=time.time())
+        assert raised.value.reason == "query error"

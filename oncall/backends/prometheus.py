@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -170,9 +171,13 @@ class PrometheusClient(HttpBackend):
             "timeout": f"{self.timeout:g}s",
         }
         data = await self._get("/api/v1/query_range", params)
+        return self._matrix(data, "range query")
+
+    def _matrix(self, data: Any, what: str) -> list[Series]:
+        """The series of a matrix result, or BackendError ("bad payload")."""
         try:
             if data["resultType"] != "matrix":
-                raise self._error("bad payload", f"range query gave a {data['resultType']}")
+                raise self._error("bad payload", f"{what} gave a {data['resultType']}")
             return [
                 Series(
                     dict(item["metric"]),
@@ -182,6 +187,15 @@ class PrometheusClient(HttpBackend):
             ]
         except (KeyError, TypeError, ValueError) as exc:
             raise self._error("bad payload", f"malformed range result: {exc}") from exc
+
+    async def raw_samples(self, selector: str, *, window_s: float, at: float) -> list[Series]:
+        """Every sample of `selector` in the `window_s` seconds up to `at`, at the times it was
+        written (an instant query of `selector[window]`): where a range query's step would
+        round a transition to its grid, these say when an evaluation wrote it."""
+        expr = f"{selector}[{max(1, math.ceil(window_s))}s]"
+        params: dict[str, Any] = {"query": expr, "time": at, "timeout": f"{self.timeout:g}s"}
+        data = await self._get("/api/v1/query", params, post=len(expr) > POST_OVER_CHARS)
+        return self._matrix(data, "a range selector")
 
     async def rules(self, *, kind: str | None = None) -> list[dict[str, Any]]:
         """Rule groups with their rules and alert states (`/api/v1/rules`), one request.

@@ -34,6 +34,8 @@ class Read:
     step: float
     now: float
     alerts: Sequence[Series] = ()
+    #: The same `ALERTS` series' samples as written (when each evaluation wrote them).
+    alert_samples: Sequence[Series] = ()
     signals: Sequence[Signal] = ()
     verdicts: Sequence[Verdict] = ()
     lines: Sequence[LogLine] = ()
@@ -70,8 +72,9 @@ def peak_event(signal: Signal) -> Event | None:
 def draft_of(read: Read) -> Draft:
     incident = read.incident
     transitions, known = alert_transitions(
-        read.alerts, incident.members, step=read.step, end=read.end, closed_at=incident.closed_at
-    )
+        read.alerts, incident.members, step=read.step, end=read.end,
+        closed_at=incident.closed_at, raw=read.alert_samples,
+    )  # fmt: skip
     events = [*transitions, *history_gaps(incident, known, read.alerts, queried_from=read.start)]
     events += verdict_events(read.verdicts)
     events += [peak for signal in read.signals if (peak := peak_event(signal)) is not None]

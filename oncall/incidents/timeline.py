@@ -86,9 +86,14 @@ def alert_transitions(
     step: float,
     end: float,
     closed_at: float | None = None,
+    raw: Sequence[Series] = (),
 ) -> tuple[list[Event], set[str]]:
     """Every pending, firing and resolved transition of the members in `ALERTS` range series
     (queried at `step` up to `end`), and the keys of the members Prometheus had history of.
+    A range query shows a transition at the first step of its grid after it (up to a step
+    late: after the verdict its firing triggered); the `raw` samples of the same series, when
+    given, say when the evaluation wrote it, and a period begins at the first of those within
+    the step before.
 
     A series' samples run while the alert is in that state; a gap of more than 1.5 steps, or
     samples ending before `end`, ends the period (Prometheus drops the series then). A member
@@ -98,19 +103,25 @@ def alert_transitions(
     """
     periods: dict[str, list[tuple[float, float, str]]] = {}
     named: dict[str, Member] = {}
+    written = {frozenset(one.labels.items()): [ts for ts, _ in one.points] for one in raw}
     for one in series:
         member = member_of(one, members)
         if member is None or not one.points:
             continue
         named[member.key] = member
         state = one.labels.get("alertstate", "firing")
+        times = written.get(frozenset(one.labels.items()), [])
+
+        def begun(at: float, times: list[float] = times) -> float:
+            return min((t for t in times if at - step < t <= at), default=at)
+
         begin = last = one.points[0][0]
         for ts, _ in one.points[1:]:
             if ts - last > step * 1.5:
-                periods.setdefault(member.key, []).append((begin, last, state))
+                periods.setdefault(member.key, []).append((begun(begin), last, state))
                 begin = ts
             last = ts
-        periods.setdefault(member.key, []).append((begin, last, state))
+        periods.setdefault(member.key, []).append((begun(begin), last, state))
     events: list[Event] = []
     known: set[str] = set()
     for key, every_run in periods.items():

@@ -159,31 +159,39 @@ class IncidentView:
         prom = from_settings.prometheus_client(settings.prometheus)
         try:
             window = (start, end, step)
-            series = await self._alerts_series(prom, incident, window, gaps)
+            series, samples = await self._alerts_series(prom, incident, window, gaps)
             signals = await self._signals(prom, incident, window, gaps)
         finally:
             await prom.aclose()
         verdicts = await self._verdicts(settings, incident, end, gaps)
         lines, report, problem = await self._audit(settings)
         return draft_of(Read(
-            incident, start, end, step, now, alerts=series, signals=signals, verdicts=verdicts,
+            incident, start, end, step, now, alerts=series, alert_samples=samples,
+            signals=signals, verdicts=verdicts,
             lines=lines, report=report, audit_problem=problem, gaps=gaps,
         ))  # fmt: skip
 
     async def _alerts_series(
         self, prom: PrometheusClient, incident: Incident, window: _Window, gaps: list[str]
-    ) -> list[Series]:
+    ) -> tuple[list[Series], list[Series]]:
+        """The `ALERTS` series of the members' alerts over the window (at its step), and their
+        samples as written (when each transition was evaluated; none when that read fails:
+        the transitions are then as the step shows them)."""
         start, end, step = window
         names = sorted({m.alert for m in incident.members if _ALERT_NAME.match(m.alert)})
         if not names:
-            return []
+            return [], []
+        selector = f'ALERTS{{alertname=~"{"|".join(names)}"}}'
         try:
-            return await prom.query_range(
-                f'ALERTS{{alertname=~"{"|".join(names)}"}}', start=start, end=end, step=step
-            )
+            series = await prom.query_range(selector, start=start, end=end, step=step)
         except BackendError as exc:
             gaps.append(f"Prometheus' ALERTS history could not be read ({exc})")
-            return []
+            return [], []
+        try:
+            samples = await prom.raw_samples(selector, window_s=end - start, at=end)
+        except BackendError:
+            samples = []
+        return series, samples
 
     async def _signals(
         self, prom: PrometheusClient, incident: Incident, window: _Window, gaps: list[str]

@@ -44,3 +44,18 @@ def test_a_member_with_only_an_earlier_episode_has_no_history_of_this_one() -> N
     member = Member("", "LLMHighP99Latency", {}, T0 + 600)
     events, known = alert_transitions(series, [member], step=STEP, end=T0 + 700)
     assert events == [] and known == set()
+
+
+def test_a_transition_is_dated_by_the_sample_that_wrote_it_not_the_steps_grid() -> None:
+    """A range query at a 5 s step shows the firing at 215, the first grid point after the
+    evaluation that wrote it at 211.3 (so after the at-firing verdict it triggered, 212.0);
+    the raw samples date it at 211.3. Without them, the grid's time stays."""
+    firing = Series(
+        run("firing", 215, 300).labels, [(T0 + t, 1.0) for t, _ in run("firing", 215, 300).points]
+    )
+    written = Series(firing.labels, [(T0 + 211.3 + n, 1.0) for n in range(90)])
+    member = Member("", "LLMHighP99Latency", {}, T0 + 211)
+    events, _ = alert_transitions([firing], [member], step=STEP, end=T0 + 400, raw=[written])
+    assert next((round(e.ts - T0, 1), e.kind) for e in events) == (211.3, "firing")
+    events, _ = alert_transitions([firing], [member], step=STEP, end=T0 + 400)
+    assert next((round(e.ts - T0, 1), e.kind) for e in events) == (215, "firing")
