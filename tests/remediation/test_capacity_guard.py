@@ -177,6 +177,19 @@ def counted(url: str, pods: tuple[str, ...]) -> bool:
     return {r["metric"]["pod"] for r in answer["data"]["result"]} >= set(pods)
 
 
+def loads_scraped(url: str, *, running_a: int, running_others: int) -> None:
+    """Until Prometheus holds vllm-a's and the other pods' running sequences as set."""
+    wait_until(
+        lambda: (
+            all(seen(url, p, "vllm:num_requests_running", running_others) for p in PODS[1:])
+            and seen(url, "vllm-a", "vllm:num_requests_running", running_a)
+            and counted(url, PODS)
+        ),
+        within=30,
+        what="the loads scraped",
+    )
+
+
 async def preview_of(c: Clients) -> Preview:
     verdict = await preview_verdict(REBUILD, PLAN, c)
     assert verdict is not None
@@ -188,15 +201,7 @@ def test_load_doubling_after_the_preview_is_refused(metrics: MetricsServer, tmp_
     for other in PODS[1:]:
         metrics.set(other, exposition(12, 0, 0.4, 0))
     with prometheus_server(tmp_path, scrape_configs=scrape_configs(metrics.port, PODS)) as prom:
-        wait_until(
-            lambda: (
-                all(seen(prom.url, p, "vllm:num_requests_running", 12) for p in PODS[1:])
-                and seen(prom.url, "vllm-a", "vllm:num_requests_running", 10)
-                and counted(prom.url, PODS)
-            ),
-            within=30,
-            what="the loads scraped",
-        )
+        loads_scraped(prom.url, running_a=10, running_others=12)
         preview = asyncio.run(preview_of(clients(prom.url)))
         (shown,) = preview.verdicts
         assert shown.ok and not shown.warning and shown.reason.startswith("ok: 10 sequences")
@@ -225,15 +230,7 @@ def test_an_override_does_not_carry_over_to_a_grown_load(
     for other in PODS[1:]:
         metrics.set(other, exposition(32, 5, 0.97, 4))  # at the cap (32) with waiting
     with prometheus_server(tmp_path, scrape_configs=scrape_configs(metrics.port, PODS)) as prom:
-        wait_until(
-            lambda: (
-                all(seen(prom.url, p, "vllm:num_requests_running", 32) for p in PODS[1:])
-                and seen(prom.url, "vllm-a", "vllm:num_requests_running", 8)
-                and counted(prom.url, PODS)
-            ),
-            within=30,
-            what="the loads scraped",
-        )
+        loads_scraped(prom.url, running_a=8, running_others=32)
         preview = asyncio.run(preview_of(clients(prom.url)))
         (shown,) = preview.verdicts
         assert not shown.ok and shown.override == "override capacity"
