@@ -147,3 +147,15 @@ def wait_light(drill: Drill) -> None:
     wait_until(
         light, within=150, what="pods scraped, KV below 90%, no preemptions", seen=lambda: seen
     )
+
+
+def wait_calm(drill: Drill) -> None:
+    """Until every vLLM pod is Ready (a rollout an earlier test started, or its rollback, has
+    ended: the Deployment step would fail on it) and the replicas are light (`wait_light`)."""
+    wait_until(
+        lambda: len(ready_pods(drill)) == len(vllm_pods(drill)) >= 2,
+        within=120,
+        what="every vLLM pod Ready",
+        seen=lambda: [p["metadata"]["name"] for p in vllm_pods(drill)],
+    )
+    wait_light(drill)
