@@ -79,6 +79,12 @@ def _describe(member: Member) -> str:
     return f"{member.alert}{{{', '.join(shown)}}}" if shown else member.alert
 
 
+def _written_at(at: float, times: Sequence[float], step: float) -> float:
+    """When the evaluation wrote the sample a range query shows at `at`: the first raw sample
+    within the step before it (`at` itself when none is known)."""
+    return min((t for t in times if at - step < t <= at), default=at)
+
+
 def alert_transitions(
     series: Sequence[Series],
     members: Sequence[Member],
@@ -111,17 +117,15 @@ def alert_transitions(
         named[member.key] = member
         state = one.labels.get("alertstate", "firing")
         times = written.get(frozenset(one.labels.items()), [])
-
-        def begun(at: float, times: list[float] = times) -> float:
-            return min((t for t in times if at - step < t <= at), default=at)
-
         begin = last = one.points[0][0]
         for ts, _ in one.points[1:]:
             if ts - last > step * 1.5:
-                periods.setdefault(member.key, []).append((begun(begin), last, state))
+                periods.setdefault(member.key, []).append(
+                    (_written_at(begin, times, step), last, state)
+                )
                 begin = ts
             last = ts
-        periods.setdefault(member.key, []).append((begun(begin), last, state))
+        periods.setdefault(member.key, []).append((_written_at(begin, times, step), last, state))
     events: list[Event] = []
     known: set[str] = set()
     for key, every_run in periods.items():

@@ -53,6 +53,10 @@ LOOKBACK_S = 600.0
 #: How much earlier than its alert's first firing a verdict may be stamped (clocks of the
 #: serve replica and of Prometheus differ) and still be of this incident.
 VERDICT_SKEW_S = 30.0
+#: The longest window whose raw `ALERTS` samples are read to date transitions (beyond it the
+#: range query's step, then ≥ 43 s, dates them; and a days-long read of every evaluation
+#: would weigh on Prometheus for a few seconds' precision).
+RAW_SAMPLES_MAX_S = 6 * 3600.0
 #: Range queries hold at most this many points (Prometheus refuses more than 11,000).
 MAX_POINTS = 500
 #: Alert values charted at most (one range query each).
@@ -187,6 +191,8 @@ class IncidentView:
         except BackendError as exc:
             gaps.append(f"Prometheus' ALERTS history could not be read ({exc})")
             return [], []
+        if end - start > RAW_SAMPLES_MAX_S:
+            return series, []  # every evaluation of days: the step's dating is close enough
         try:
             samples = await prom.raw_samples(selector, window_s=end - start, at=end)
         except BackendError:
