@@ -1,14 +1,16 @@
-"""Running one action from a screen: plan it in an app worker, show its preview in the confirm
-modal, await the person's answer there, then its progress and result.
+"""The one way a screen starts an action: plan it in an app worker, show its preview in the
+confirm modal, await the person's answer there, then its progress and result.
 
-The incident screen acts on a runbook's proposals; the board and the incident screen also
-silence (`s`) and acknowledge (`a`): all go through here and through the same
+The incident screen acts on a runbook's proposals (`p`, `1`…`9`); the board and the incident
+screen also silence (`s`) and acknowledge (`a`), which they ask of the app by message
+(`SilenceAlert`, `AcknowledgeAlert`): every one goes through `ActionDoor.start` and the same
 `RemediationRunner` (the service's door to the executor), one action at a time app-wide.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from textual.app import App
@@ -16,6 +18,7 @@ from textual.notifications import SeverityLevel
 from textual.worker import WorkerState
 
 from oncall.errors import OncallError
+from oncall.model.alerts import RuleStatus
 from oncall.model.checklist_events import Proposal, StepResult
 from oncall.model.write_path import Preview, RemediationResult
 from oncall.service.remediation import (
@@ -106,34 +109,55 @@ def _quiet(_line: str) -> None:
     return None
 
 
-def start_action(
-    app: App[Any],
-    runner: RemediationRunner | None,
-    proposal: Proposal,
-    alert: AlertContext,
-    *,
-    say: Say | None = None,
-    done: Callable[[RemediationResult], None] | None = None,
-) -> bool:
-    """`act_with_modal` in an app worker (it outlives the screen once confirmed); False, with
-    a notification, when there is no runner or another action is under way."""
-    if runner is None:
-        app.notify("remediations are not available here", severity="warning")
-        return False
-    if busy(app):
-        app.notify("a remediation is in progress; wait for its result", severity="warning")
-        return False
+@dataclass(frozen=True)
+class ActionDoor:
+    """What a screen needs to start an action: the app its modal and worker belong to, the
+    runner (made on first use), the board's live statuses (the alert's context, re-read at
+    the re-check) — one door for the incident screen's proposals, silences and acks."""
 
-    async def work() -> None:
-        result = await act_with_modal(app, runner, proposal, alert, say=say or _quiet)
-        if done is not None:
-            done(result)
+    app: App[Any]
+    runner: Callable[[], RemediationRunner | None]
+    statuses: Mapping[str, RuleStatus]
 
-    app.run_worker(
-        work(),
-        name=f"remediation {proposal.action}",
-        group=REMEDIATION_GROUP,
-        exit_on_error=False,
-        description=f"{proposal.action} for {alert.name}",
-    )
-    return True
+    def context(self, alert: str) -> AlertContext:
+        """`alert` as the runner sees it: its status now, and how to read it again later."""
+        return AlertContext(
+            alert, self.statuses.get(alert), latest=lambda: self.statuses.get(alert)
+        )
+
+    def start(
+        self,
+        proposal: Proposal,
+        alert: str,
+        *,
+        evidence: StepResult | None = None,
+        say: Say | None = None,
+        done: Callable[[RemediationResult], None] | None = None,
+    ) -> bool:
+        """`act_with_modal` in an app worker (it outlives the screen once confirmed); False,
+        with a notification, when there is no runner or another action is under way."""
+        app = self.app
+        runner = self.runner()
+        if runner is None:
+            app.notify("remediations are not available here", severity="warning")
+            return False
+        if busy(app):
+            app.notify("a remediation is in progress; wait for its result", severity="warning")
+            return False
+        context = self.context(alert)
+
+        async def work() -> None:
+            result = await act_with_modal(
+                app, runner, proposal, context, evidence=evidence, say=say or _quiet
+            )
+            if done is not None:
+                done(result)
+
+        app.run_worker(
+            work(),
+            name=f"remediation {proposal.action}",
+            group=REMEDIATION_GROUP,
+            exit_on_error=False,
+            description=f"{proposal.action} for {alert}",
+        )
+        return True

@@ -157,20 +157,6 @@ class OncallApp(ScreenActions):
     def get_default_screen(self) -> Screen[None]:
         return self.board
 
-    # The incident and audit screens, and the live services behind them, are imported when
-    # first needed (or by `_warm_up`, in a thread after the first frame): the first frame
-    # shows only the board.
-
-    @property
-    def remediation_runner(self) -> RemediationRunner:
-        if self._remediation_runner is None:
-            from oncall.service.contexts import live_remediations
-
-            self._remediation_runner = live_remediations(
-                self.settings, read_only_flag=self.settings.read_only
-            )
-        return self._remediation_runner
-
     def on_mount(self) -> None:
         self.apply_keymap()
         self.call_after_refresh(self._after_first_frame)

@@ -1,9 +1,11 @@
 """What the app does for the person at the keyboard beyond the board: help, the `:` prompt and
-its commands (`:alerts`, `:audit`, `:incidents`, `:context NAME`), and the `keys` setting.
+its commands (`:alerts`, `:audit`, `:incidents`, `:context NAME`), the `keys` setting, and the
+silences and acks a screen asks for by message (`SilenceAlert`, `AcknowledgeAlert`).
 
 `OncallApp` (oncall.tui.app) is built on `ScreenActions`; these need only the settings, the
-board, the clock and the audit source, and import the screens they open when first opened
-(the first frame shows only the board).
+board and its book, the clock, the audit source and the remediation runner, and import the
+screens (and the remediation door) they open when first opened: the first frame shows only
+the board.
 """
 
 from __future__ import annotations
@@ -16,10 +18,14 @@ from textual.app import App
 from oncall.settings import Settings
 from oncall.tui import contexts_view
 from oncall.tui.board import BoardScreen
+from oncall.tui.messages import AcknowledgeAlert, RefreshAlerts, SilenceAlert
+from oncall.tui.state import AlertBook
 
 if TYPE_CHECKING:
     from oncall.service.audit_view import AuditSource
     from oncall.service.incident_view import IncidentSource
+    from oncall.service.remediation import RemediationRunner
+    from oncall.tui.acting import ActionDoor
 
 
 class ScreenActions(App[None]):
@@ -27,9 +33,11 @@ class ScreenActions(App[None]):
 
     settings: Settings
     board: BoardScreen
+    book: AlertBook
     clock: Callable[[], float]
     keymap: dict[str, str]
     _audit_source: AuditSource | None
+    _remediation_runner: RemediationRunner | None
     #: The incidents' reader (`IncidentView`), made on the first `:incidents`; tests set it.
     _incident_source: IncidentSource | None = None
 
@@ -48,6 +56,37 @@ class ScreenActions(App[None]):
 
             self._incident_source = IncidentView(self.settings)
         return self._incident_source
+
+    @property
+    def remediation_runner(self) -> RemediationRunner:
+        if self._remediation_runner is None:
+            from oncall.service.contexts import live_remediations
+
+            self._remediation_runner = live_remediations(
+                self.settings, read_only_flag=self.settings.read_only
+            )
+        return self._remediation_runner
+
+    @property
+    def actions(self) -> ActionDoor:
+        """The door every action started in this app goes through (oncall.tui.acting)."""
+        from oncall.tui.acting import ActionDoor
+
+        return ActionDoor(self, lambda: self.remediation_runner, self.book.statuses)
+
+    def on_silence_alert(self, message: SilenceAlert) -> None:
+        from oncall.tui.silence import open_silence
+
+        open_silence(self.actions, message.alert, message.instance, self._refresh_now)
+
+    def on_acknowledge_alert(self, message: AcknowledgeAlert) -> None:
+        from oncall.tui.silence import acknowledge
+
+        acknowledge(self.actions, message.alert, self._refresh_now)
+
+    def _refresh_now(self) -> None:
+        """Alert states now: the board shows a silence or an ack just written at once."""
+        self.post_message(RefreshAlerts())
 
     def action_help(self) -> None:
         from oncall.tui.help import HelpScreen

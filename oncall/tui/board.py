@@ -33,8 +33,15 @@ from oncall.tui.format import (
     short_age,
     shown_state,
     sparkline,
+    when,
 )
-from oncall.tui.messages import OpenIncident, RefreshAlerts, RerunChecklist
+from oncall.tui.messages import (
+    AcknowledgeAlert,
+    OpenIncident,
+    RefreshAlerts,
+    RerunChecklist,
+    SilenceAlert,
+)
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook, ChecklistRun, RunFailure
 from oncall.tui.tables import cursor_key, leave_filter, new_table
@@ -93,19 +100,6 @@ HISTORY_WIDTH = 12
 
 #: A cell as data: its text, the theme colour it is shown in, and whether it is bold.
 Cell = tuple[str, str | None, bool]
-
-
-def when(status: RuleStatus, now: float) -> str:
-    """'fires in 1m12s' while pending, 'firing for 3m02s' while firing, 'stale 2m' if old."""
-    if status.stale_since is not None:
-        return f"stale {short_age(now - status.stale_since)}"
-    if status.state == "pending" and status.fires_in_s is not None:
-        return f"fires in {duration(status.fires_in_s)}"
-    if status.state == "firing" and status.firing_for_s is not None:
-        return f"firing for {duration(status.firing_for_s)}"
-    if status.silent:  # in sight at 80 columns; the note (and the incident) say why
-        return "cannot fire here"
-    return ""
 
 
 def note(status: RuleStatus, now: float) -> str:
@@ -409,19 +403,15 @@ class BoardScreen(Screen[None]):
 
     def action_silence(self) -> None:
         """`s`: the silence modal of the highlighted alert (oncall.tui.silence)."""
-        from oncall.tui.silence import open_silence
-
         alert = self.selected_alert()
         if alert is not None:
-            open_silence(self.app, alert)  # type: ignore[arg-type]  # the OncallApp
+            self.post_message(SilenceAlert(alert))
 
     def action_acknowledge(self) -> None:
         """`a`: acknowledge the highlighted alert team-wide ("I am on it")."""
-        from oncall.tui.silence import acknowledge
-
         alert = self.selected_alert()
         if alert is not None:
-            acknowledge(self.app, alert)  # type: ignore[arg-type]  # the OncallApp
+            self.post_message(AcknowledgeAlert(alert))
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

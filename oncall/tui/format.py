@@ -154,3 +154,16 @@ def sparkline(points: Sequence[tuple[float, float]], start: float, end: float, w
         else:
             chars.append(SPARK_LEVELS[round((slot - low) / (high - low) * top)])
     return "".join(chars)
+
+
+def when(status: RuleStatus, now: float) -> str:
+    """'fires in 1m12s' while pending, 'firing for 3m02s' while firing, 'stale 2m' if old."""
+    if status.stale_since is not None:
+        return f"stale {short_age(now - status.stale_since)}"
+    if status.state == "pending" and status.fires_in_s is not None:
+        return f"fires in {duration(status.fires_in_s)}"
+    if status.state == "firing" and status.firing_for_s is not None:
+        return f"firing for {duration(status.firing_for_s)}"
+    if status.silent:  # in sight at 80 columns; the note (and the incident) say why
+        return "cannot fire here"
+    return ""

@@ -27,11 +27,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from oncall.model.checklist_events import Proposal
-from oncall.service.remediation import AlertContext, RemediationRunner
+from oncall.model.write_path import RemediationResult
+from oncall.service.remediation import RemediationRunner
 from oncall.settings import Settings
-from oncall.tui.acting import REMEDIATION_GROUP, act_with_modal, busy
+from oncall.tui.acting import ActionDoor
 from oncall.tui.banner import banners
-from oncall.tui.board import when
 from oncall.tui.board_table import CellBatchTable
 from oncall.tui.chart_panel import AlertChart, EvidenceCharts
 from oncall.tui.format import (
@@ -44,9 +44,10 @@ from oncall.tui.format import (
     number,
     params_text,
     shown_state,
+    when,
 )
 from oncall.tui.instances import InstancesPanel, first_instance
-from oncall.tui.messages import RerunChecklist
+from oncall.tui.messages import AcknowledgeAlert, RerunChecklist, SilenceAlert
 from oncall.tui.paint import styled
 from oncall.tui.state import AlertBook, ChecklistRun, StepView
 from oncall.tui.tables import cursor_key, new_table
@@ -338,14 +339,11 @@ class IncidentScreen(Screen[None]):
 
     def action_silence(self) -> None:
         """`s`: the silence modal of the instances panel's first (worst) instance."""
-        from oncall.tui.silence import open_silence
-
-        open_silence(self.app, self.alert, first_instance(self.book.statuses.get(self.alert)))  # type: ignore[arg-type]
+        worst = first_instance(self.book.statuses.get(self.alert))
+        self.post_message(SilenceAlert(self.alert, worst))
 
     def action_acknowledge(self) -> None:
-        from oncall.tui.silence import acknowledge
-
-        acknowledge(self.app, self.alert)  # type: ignore[arg-type]  # the OncallApp
+        self.post_message(AcknowledgeAlert(self.alert))
 
     def action_act(self, number: int | None = None) -> None:
         """Remediate: proposal `number`, else the highlighted step's, else the run's first."""
@@ -370,41 +368,22 @@ class IncidentScreen(Screen[None]):
         if proposal.error:
             self.notify(f"not actionable: {proposal.error}", severity="warning")
             return
-        runner = self.remediations
-        if runner is None:
-            self.notify("remediations are not available here", severity="warning")
-            return
-        if busy(self.app):
-            self.notify("a remediation is in progress; wait for its result", severity="warning")
-            return
-        self.remediation_line = f"planning {proposal.title} ({proposal.action})…"
-        self.show()
-        self.app.run_worker(
-            self._remediation(runner, proposal),
-            name=f"remediation {proposal.action}",
-            group=REMEDIATION_GROUP,
-            exit_on_error=False,
-            description=f"{proposal.action} for {self.alert}",
+        run = self.run
+        evidence = run.results.get(proposal.step) if run is not None else None
+        door = ActionDoor(self.app, lambda: self.remediations, self.book.statuses)
+        started = door.start(
+            proposal, self.alert, evidence=evidence, say=self.say, done=self._acted
         )
+        if started:
+            self.remediation_line = f"planning {proposal.title} ({proposal.action})…"
+            self.show()
 
     def say(self, line: str) -> None:
         """What the action started here is doing, under the proposals."""
         self.remediation_line = line
         self.show()
 
-    def alert_context(self) -> AlertContext:
-        return AlertContext(
-            self.alert,
-            self.book.statuses.get(self.alert),
-            latest=lambda: self.book.statuses.get(self.alert),
-        )
-
-    async def _remediation(self, runner: RemediationRunner, proposal: Proposal) -> None:
-        run = self.run
-        evidence = run.results.get(proposal.step) if run is not None else None
-        result = await act_with_modal(
-            self.app, runner, proposal, self.alert_context(), evidence=evidence, say=self.say
-        )
+    def _acted(self, result: RemediationResult) -> None:
         if result.status == "verified":
             self.chart.follow()  # the signal should bend: keep the chart fresh a while
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
-from oncall.model.alerts import RuleStatus
+from oncall.model.alerts import AlertInstance, RuleStatus
 from oncall.tui.state import RunFailure
 
 if TYPE_CHECKING:
@@ -78,6 +78,22 @@ class OpenIncident(Message):
 @dataclass
 class RerunChecklist(Message):
     """The user asked for a fresh run of an alert's checklist (`r`)."""
+
+    alert: str
+
+
+@dataclass
+class SilenceAlert(Message):
+    """The user asked to silence an alert (`s`), or one of its instances: the app opens the
+    silence modal (oncall.tui.silence), so that no screen imports another's."""
+
+    alert: str
+    instance: AlertInstance | None = None
+
+
+@dataclass
+class AcknowledgeAlert(Message):
+    """The user acknowledged an alert team-wide (`a`): the app proposes the ack."""
 
     alert: str
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -24,11 +24,7 @@ from oncall.model.action_params import NOTE_MAX_CHARS
 from oncall.model.alerts import AlertInstance, RuleStatus, split_key
 from oncall.model.checklist_events import Proposal
 from oncall.model.write_path import RemediationResult
-from oncall.service.remediation import AlertContext
-from oncall.tui.acting import start_action
-
-if TYPE_CHECKING:
-    from oncall.tui.app import OncallApp
+from oncall.tui.acting import ActionDoor
 
 DEFAULT_DURATION = "2h"
 
@@ -160,23 +156,20 @@ class SilenceScreen(ModalScreen[SilenceRequest | None]):
         self.dismiss(None)
 
 
-def _context(app: OncallApp, alert: str) -> AlertContext:
-    return AlertContext(
-        alert, app.book.statuses.get(alert), latest=lambda: app.book.statuses.get(alert)
-    )
-
-
-def _after(app: OncallApp) -> Callable[[RemediationResult], None]:
+def _after(changed: Callable[[], None]) -> Callable[[RemediationResult], None]:
     def done(result: RemediationResult) -> None:
         if result.status in ("verified", "unverified", "succeeded"):
-            app.refresh_alerts_now()  # the board shows the silence or the ack at once
+            changed()  # the board shows the silence or the ack at once
 
     return done
 
 
-def open_silence(app: OncallApp, alert: str, instance: AlertInstance | None = None) -> None:
-    """`s`: the silence modal of `alert` (or of one of its instances), then its preview."""
-    status = app.book.statuses.get(alert)
+def open_silence(
+    door: ActionDoor, alert: str, instance: AlertInstance | None, changed: Callable[[], None]
+) -> None:
+    """`s`: the silence modal of `alert` (or of one of its instances), then its preview;
+    `changed` is called once a silence is written."""
+    status = door.statuses.get(alert)
     chosen = instance if instance is not None else silence_target(alert, status)
 
     # `alert` is the board's key (`eu/ALERT` with several contexts): the runner takes the
@@ -185,14 +178,12 @@ def open_silence(app: OncallApp, alert: str, instance: AlertInstance | None = No
 
     def then(request: SilenceRequest | None) -> None:
         if request is not None:
-            start_action(app, app.remediation_runner, request.proposal, _context(app, alert),
-                         done=_after(app))  # fmt: skip
+            door.start(request.proposal, alert, done=_after(changed))
 
-    app.push_screen(SilenceScreen(alert, prefill(name, status, chosen)), then)
+    door.app.push_screen(SilenceScreen(alert, prefill(name, status, chosen)), then)
 
 
-def acknowledge(app: OncallApp, alert: str) -> None:
+def acknowledge(door: ActionDoor, alert: str, changed: Callable[[], None]) -> None:
     """`a`: acknowledge `alert` team-wide — its preview in the confirm modal, then Yes."""
     proposal = ack_proposal(split_key(alert)[1])  # the rule's name; the context from the key
-    start_action(app, app.remediation_runner, proposal, _context(app, alert),
-                 done=_after(app))  # fmt: skip
+    door.start(proposal, alert, done=_after(changed))
