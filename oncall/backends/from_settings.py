@@ -1,9 +1,12 @@
-"""Each backend's client made from its settings section, in one place per backend.
+"""Each backend's client made from its settings section: the one door to every client.
 
 Probes, the alert engine, the service and remediations all make their clients here, so that a
-setting (a token, a timeout) is read the same way everywhere. Secrets are unwrapped only here,
-on their way into the client. Kubernetes has its own `KubeReader.open(settings)` (and
-`KubeWriter.open`): loading a kubeconfig is a blocking call that belongs with the client.
+setting (a token, a header, a timeout) is read the same way everywhere. Secrets are unwrapped
+only here, on their way into the client. The write path's three writers (Kubernetes,
+Alertmanager silences, Redis keys) are made in `remediation/clients.py`, from the connections
+made here (`alertmanager_connection`, the same `KubernetesSettings`): a module of this file
+may not import a mutating one, or the read-only `oncall serve` would (import-linter).
+`tests/test_one_door.py` fails when any other module makes a client.
 
 The client modules are imported when a factory is called, not when this module is: a command
 that needs Prometheus does not pay for the Redis client's imports.
@@ -16,12 +19,15 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from oncall.backends.alertmanager import AlertmanagerClient
     from oncall.backends.gpu import NvmlClient
+    from oncall.backends.kube import KubeReader
     from oncall.backends.prometheus import PrometheusClient
     from oncall.backends.redis import RedisClient
     from oncall.backends.vllm import VllmClient
     from oncall.settings.model import (
         AlertmanagerSettings,
         GpuSettings,
+        GuardsSettings,
+        KubernetesSettings,
         PrometheusSettings,
         RedisSettings,
         VllmSettings,
@@ -75,6 +81,26 @@ def redis_client(settings: RedisSettings) -> RedisClient:
 
     password = settings.password.get_secret_value() if settings.password else None
     return RedisClient(settings.url, timeout=settings.timeout, password=password)
+
+
+def approval_redis_client(guards: GuardsSettings, redis: RedisSettings) -> RedisClient | None:
+    """The approvers' own Redis user (`guards.approval_redis_url`), with the service Redis'
+    timeout; None: approvals are written as the one user of `redis.url`."""
+    if guards.approval_redis_url is None:
+        return None
+    from oncall.backends.redis import RedisClient
+
+    secret = guards.approval_redis_password
+    password = secret.get_secret_value() if secret else None
+    return RedisClient(guards.approval_redis_url, timeout=redis.timeout, password=password)
+
+
+async def kube_reader(settings: KubernetesSettings) -> KubeReader:
+    """A reader of the configured cluster; the kubeconfig (or the in-cluster service account)
+    is loaded off the event loop, as every Kubernetes client is (`KubeReader.open`)."""
+    from oncall.backends.kube import KubeReader
+
+    return await KubeReader.open(settings)
 
 
 def vllm_client(settings: VllmSettings, url: str) -> VllmClient:

@@ -347,11 +347,12 @@ def run_watch(args: argparse.Namespace) -> int:
 async def _watch(url: str, signals: list[Any], interval: float, count: int) -> int:
     import asyncio
 
-    from oncall.backends.prometheus import PrometheusClient
+    from oncall.backends.from_settings import prometheus_client
     from oncall.errors import BackendError
+    from oncall.settings.model import PrometheusSettings
 
     refreshes = 0
-    async with PrometheusClient(url, timeout=2.0) as prom:
+    async with prometheus_client(PrometheusSettings(url=url, timeout=2.0)) as prom:
         while count == 0 or refreshes < count:
             lines = [time.strftime("%H:%M:%S") + "  golden signals (scenario: alert)"]
             for name, alert, signal in signals:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from pydantic import Field
 
+from oncall.backends.from_settings import kube_reader as kube_reader_of
 from oncall.backends.kube import BACKEND, CLUSTER_SCOPED_KINDS, KubeReader, rollout_status_of
 from oncall.errors import BackendError
 from oncall.model.kube_names import DNS_SUBDOMAIN, FIELD_NAME, NAME_MAX
@@ -67,7 +68,7 @@ class NodesParams(ProbeParams):
 
 async def kube_reader(ctx: ProbeContext) -> KubeReader:
     """The run's shared Kubernetes reader."""
-    return await ctx.client("kubernetes", lambda: KubeReader.open(ctx.settings.kubernetes))
+    return await ctx.client("kubernetes", lambda: kube_reader_of(ctx.settings.kubernetes))
 
 
 def _namespace(ctx: ProbeContext, params: NamespacedParams) -> str:

@@ -2,9 +2,11 @@
 
 `Clients.from_settings` is the only place the write path holds settings; the actions and the
 executor ask `Clients` for them (made on first use, closed by `aclose`), so a unit test hands
-the executor a `Clients` holding fakes instead. Every client other than Kubernetes' is made by
-`oncall.backends.from_settings`, as the read path's are: a setting (Prometheus' tenant
-`headers`, a token) reaches the write path's verification exactly as it reaches the board.
+the executor a `Clients` holding fakes instead. Every reader is made by
+`oncall.backends.from_settings`, as the read path's are, and the two writers of their own
+(Kubernetes', Alertmanager's silences) from the same settings and connection: a setting
+(Prometheus' tenant `headers`, a token) reaches the write path exactly as it reaches the
+board. No other module makes a client (`tests/test_one_door.py`).
 """
 
 from __future__ import annotations
@@ -66,17 +68,11 @@ class Clients:
     def approval_writer(self) -> RedisWriter | None:
         """The writer of two-person approvals, as the approvers' Redis user
         (`guards.approval_redis_url`); None: the one Redis user of `redis.url`."""
-        guards = self.settings.guards
-        if guards.approval_redis_url is None:
-            return None
         if self.approvals is None:
-            secret = guards.approval_redis_password
-            self.approvals = RedisClient(
-                guards.approval_redis_url,
-                timeout=self.settings.redis.timeout,
-                password=secret.get_secret_value() if secret else None,
+            self.approvals = from_settings.approval_redis_client(
+                self.settings.guards, self.settings.redis
             )
-        return RedisWriter(self.approvals)
+        return None if self.approvals is None else RedisWriter(self.approvals)
 
     def prometheus(self) -> PrometheusClient:
         """A new client, for `async with`: verification reads the service's own gauges (with

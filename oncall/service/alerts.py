@@ -137,9 +137,9 @@ async def add_cluster_rules(engine: AlertEngine, settings: Settings) -> None:
     if config.prometheus_rules != "cluster":
         return
     from oncall.alerts.cluster_rules import cluster_rules
-    from oncall.backends.kube import KubeReader
+    from oncall.backends.from_settings import kube_reader
 
-    reader = await KubeReader.open(settings.kubernetes)
+    reader = await kube_reader(settings.kubernetes)
     try:
         found = await cluster_rules(
             reader,
