@@ -10,35 +10,30 @@ Everything else in the files is kept as it is.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from oncall.promql_windows import scale_windows
+from oncall import promql_windows
 from oncall_drill.components import DrillError
 
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 SCALED_KEYS = ("for", "keep_firing_for")
 
 
 def duration_seconds(text: str) -> float:
     """Seconds of a Prometheus duration ("1m30s", "250ms", "0s")."""
-    pos, total = 0, 0.0
-    for match in _PART.finditer(text):
-        if match.start() != pos:
-            break
-        total += int(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or not text:
-        raise ValueError(f"not a Prometheus duration: {text!r}")
-    return total
+    # The same grammar as a rule expression's ranges; the error names what a rule file holds.
+    try:
+        return float(promql_windows.duration_seconds(text))
+    except ValueError:
+        raise ValueError(f"not a Prometheus duration: {text!r}") from None
 
 
 def format_duration(seconds: float) -> str:
     """A Prometheus duration for seconds, to the millisecond ("6s", "1500ms", "0s")."""
+    # Not promql_windows.format_duration: that one never writes less than 1ms (a range cannot
+    # be empty), and `for: 0s` (fire at once) must stay 0s.
     millis = round(seconds * 1000)
     return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
 
@@ -57,7 +52,7 @@ def scale_rules(document: dict[str, Any], scale: float) -> dict[str, Any]:
                 if isinstance(rule.get(key), str):
                     rule[key] = scale_duration(rule[key], scale)
             if isinstance(rule.get("expr"), str):
-                rule["expr"] = scale_windows(rule["expr"], scale)
+                rule["expr"] = promql_windows.scale_windows(rule["expr"], scale)
     return document
 
 

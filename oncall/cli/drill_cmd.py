@@ -176,21 +176,11 @@ def _stack_dir(args: argparse.Namespace) -> Path:
 
 @_drill_errors
 def run_up(args: argparse.Namespace) -> int:
+    from oncall_drill.options import from_args
     from oncall_drill.stack import UpOptions, up
 
     started = time.monotonic()
-    options = UpOptions(
-        directory=args.dir,
-        scenario=args.scenario,
-        for_scale=args.for_scale,
-        rules=tuple(args.rules),
-        replicas=args.replicas,
-        dcgm_layout=args.dcgm_layout,
-        ready_delay=args.ready_delay,
-        fleet=args.fleet,
-        managed=args.managed,
-        operator_delay=args.operator_delay,
-    )
+    options = from_args(UpOptions, args, directory=args.dir, rules=tuple(args.rules))
     if args.contexts:
         return _up_contexts(options, args.contexts, started)
     state = up(options)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import sys
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from oncall_drill.kube_sim.operator import SimOperator
 from oncall_drill.kube_sim.store import seed_names
 from oncall_drill.kube_sim.tls import make_certificate, server_context
 from oncall_drill.netutil import LOOPBACK
-from oncall_drill.simhttp import signalled_stop
+from oncall_drill.simhttp import signalled_stop, simulator_main
 
 NAMESPACE = "ai"
 SELECTOR = "app=vllm"
@@ -198,9 +197,7 @@ async def amain(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="cluster %(levelname)s %(message)s")
-    return asyncio.run(amain(parse_args(argv)))
+main = simulator_main("cluster", parse_args, amain)
 
 
 if __name__ == "__main__":

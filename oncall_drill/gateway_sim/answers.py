@@ -1,13 +1,16 @@
 """Canned answers of the degraded levels (DESIGN §2): FAQ entries (level 2), a static page (3).
 
-Level 2 answers from a small structured FAQ without the LLM: the entry whose keywords overlap
-the prompt most, else a generic entry. Level 3 serves the same static page to everyone.
+Level 2 answers from a small structured FAQ (`faq.json`) without the LLM: the entry whose
+keywords overlap the prompt most, else a generic entry. Level 3 serves the same static page to
+everyone.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -20,31 +23,11 @@ class FaqEntry:
     answer: str
 
 
-FAQ: tuple[FaqEntry, ...] = (
-    FaqEntry(
-        "password-reset",
-        frozenset({"password", "reset", "login", "account", "sign"}),
-        "How do I reset my password?",
-        "Open Settings → Security → Reset password; a link is mailed to you.",
-    ),
-    FaqEntry(
-        "billing",
-        frozenset({"bill", "billing", "invoice", "payment", "refund", "charge"}),
-        "Where are my invoices?",
-        "Invoices are under Billing → History; refunds take 5–7 business days.",
-    ),
-    FaqEntry(
-        "limits",
-        frozenset({"limit", "quota", "rate", "tokens", "usage"}),
-        "What are the usage limits?",
-        "Each plan's quota is listed under Usage; limits reset at midnight UTC.",
-    ),
-    FaqEntry(
-        "status",
-        frozenset({"down", "outage", "status", "slow", "error", "broken"}),
-        "Is the service down?",
-        "We are running in a reduced mode; see the status page for updates.",
-    ),
+#: Level 2's entries: content, kept in faq.json beside this module (the first with the most
+#: keywords in common wins a tie, so the file's order matters).
+FAQ: tuple[FaqEntry, ...] = tuple(
+    FaqEntry(row["id"], frozenset(row["keywords"]), row["question"], row["answer"])
+    for row in json.loads(Path(__file__).with_name("faq.json").read_text(encoding="utf-8"))
 )
 GENERIC = FaqEntry(
     "generic",

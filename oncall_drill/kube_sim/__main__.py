@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import sys
 from pathlib import Path
 
@@ -13,7 +11,7 @@ from oncall_drill.kube_sim.runner import serve
 from oncall_drill.kube_sim.seed import load_objects
 from oncall_drill.kube_sim.sim import KubeSim
 from oncall_drill.netutil import free_loopback_port
-from oncall_drill.simhttp import signalled_stop
+from oncall_drill.simhttp import signalled_stop, simulator_main
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,9 +57,7 @@ async def amain(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="kube-sim %(levelname)s %(message)s")
-    return asyncio.run(amain(parse_args(argv)))
+main = simulator_main("kube-sim", parse_args, amain)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from oncall_drill.loadgen.curve import CURVES
 from oncall_drill.loadgen.runner import LoadConfig, run_load
+from oncall_drill.options import from_args
 
 EXIT_USAGE = 2
 
@@ -44,17 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    config = LoadConfig(
-        url=args.url,
-        rate=args.rate,
-        duration_s=args.duration,
-        max_requests=args.max_requests,
-        curve=args.curve,
-        seed=args.seed,
-        max_in_flight=args.max_in_flight,
-        timeout_s=args.timeout,
-        prompt_limit=args.prompt_limit,
-    )
+    config = from_args(LoadConfig, args, duration_s=args.duration, timeout_s=args.timeout)
     try:
         config.normalized()
     except ValueError as exc:
