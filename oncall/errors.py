@@ -1,4 +1,4 @@
-"""The one error hierarchy of oncall, and the exit codes of DESIGN §5.
+"""The one error hierarchy of oncall, and the exit codes of docs/on-call.md.
 
 Every error a user can cause or meet derives from `OncallError`; the CLI prints its message to
 stderr, without a traceback, and exits with its `exit_code`.

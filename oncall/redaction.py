@@ -87,7 +87,7 @@ def forget_secrets() -> None:
 
 #: Schemes whose lone userinfo (`redis://oncall-operator@host`) is a user name, not a token:
 #: redis-py reads it as the ACL user (the password form is `redis://:pw@`). Masking it hid
-#: every text that names that user, Lease holders included (issue 29, item 9).
+#: every text that names that user, Lease holders included (docs/audit.md).
 _USER_SCHEMES = ("redis://", "rediss://", "unix://")
 
 

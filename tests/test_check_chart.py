@@ -1,5 +1,5 @@
 """`oncall check ALERT --chart`: the alert's and its PromQL evidence's charts, as text and in
-`-o json`, from a real Prometheus evaluating the rule (issue 17)."""
+`-o json`, from a real Prometheus evaluating the rule (docs/on-call.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Headless commands stay light: they load neither textual nor kubernetes (DESIGN §3, §7)."""
+"""Headless commands stay light: they load neither textual nor kubernetes
+(docs/architecture.md §1)."""
 
 from __future__ import annotations
 

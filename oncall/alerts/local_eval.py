@@ -213,7 +213,7 @@ class LocalRuleState:
 
 def _identity(rule: AlertRule) -> tuple[str, str, str, int]:
     """A rule's identity: its file, group and position (its line), never its name alone:
-    kube-prometheus' warning/critical pairs share a group and a name (issue 28)."""
+    kube-prometheus' warning/critical pairs share a group and a name (docs/on-call.md)."""
     return (rule.file, rule.group, rule.name, rule.line)
 
 

@@ -150,7 +150,7 @@ FUNCTIONS: dict[str, Callable[..., object]] = {
     "stripPort": lambda s: re.sub(r":\d+$", "", str(s)),
     "stripDomain": lambda s: str(s).split(".", 1)[0],
     # A rule's pattern (a cluster's PrometheusRule is anyone's text) over label values a
-    # backend sent: RE2 as Go's regexp in Prometheus, linear in the text (issue 29).
+    # backend sent: RE2 as Go's regexp in Prometheus, linear in the text (docs/audit.md).
     "match": lambda pattern, s: compile_linear(str(pattern)).search(str(s)) is not None,
     "reReplaceAll": lambda pattern, repl, s: compile_linear(str(pattern)).sub(
         re.sub(r"\$(\d+)", r"\\\1", str(repl)), str(s)

@@ -1,4 +1,4 @@
-"""The tamper-evident audit log (DESIGN §4 "Audit"): hash-chained JSONL records, verified.
+"""The tamper-evident audit log (docs/audit.md): hash-chained JSONL records, verified.
 
 `records` holds the record type, hashing and redaction; `log` the file (append, read, verify);
 `chain` the verdict on a chain; `anchor` the team Stream's copies and the cross-check against

@@ -17,7 +17,7 @@ Stream still holds the original hashes. `cross_check` compares the two and names
 
 A record's copy is the first to reach the Stream after (LATE_S before) the record's time:
 any operator can XADD, so a later copy with other content is someone's forgery, shown as a
-note and never a break of this log (issue 29: one operator could make another's verify fail);
+note and never a break of this log (docs/audit.md: one operator could make another's verify fail);
 an edit of one's own log still differs from the copy written at the time. What the Stream
 cannot tell: a record appended by hand and XADDed at once by its author (README: threat model).
 
@@ -323,7 +323,7 @@ async def verify_anchored(
     lines, head, head_problem = await asyncio.to_thread(log.snapshot)
     report = verify_lines(lines, head, head_problem, log.head_path)
     if not stream or client is None:
-        # Never "OK" on the local chain alone (issue 29): who can write the file can rewrite
+        # Never "OK" on the local chain alone (docs/audit.md): who can write the file can rewrite
         # it so that it checks out; without the Stream nothing outside the file says otherwise.
         return replace(report, incomplete_check="audit.redis_stream is off: no team anchor")
     try:

@@ -96,7 +96,7 @@ class VerifyReport:
     anchor: str | None = None
     incomplete_check: str | None = None
     #: What the Stream holds that does not break this log: copies forged into it by someone
-    #: else with the operators' credentials (issue 29, item 9), shown, not counted.
+    #: else with the operators' credentials (docs/audit.md), shown, not counted.
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -49,7 +49,7 @@ _REQUIRED = {"seq": int, "hash": str, "prev": str}
 
 def open_own_file(path: Path, flags: int, *, owned: bool = False, follow: bool = False) -> int:
     """`os.open` of a log, head or lock file that is a regular file and (unless `follow`, for
-    reading) not a symbolic link (issue 29: a FIFO hung oncall, a link had records appended to
+    reading) not a symbolic link (docs/audit.md: a FIFO hung oncall, a link had records appended to
     whatever it named); with `owned`, also one of this account. OSError naming it otherwise."""
     nofollow = 0 if follow else os.O_NOFOLLOW
     try:

@@ -1,6 +1,6 @@
 """One audit record: its fields, its canonical hash, who is acting, and secret redaction.
 
-A record is a plain JSON object, one per line of the log (DESIGN §4 "Audit"). `hash` is the
+A record is a plain JSON object, one per line of the log (docs/audit.md). `hash` is the
 SHA-256 of the record's canonical JSON without `hash`; `prev` is the previous record's hash, so
 any edit, deletion or reordering breaks the chain. Redaction runs before hashing: the hash
 covers exactly the bytes that are stored, and a secret never reaches the file or a mirror.
@@ -52,7 +52,7 @@ TRANSITIONS = (
 #: so it has an action of its own, allowed only with the `acknowledged` transition.
 REVIEW_ACTION = "audit-review"
 #: An approver refused for an id that names no pending request (unknown, expired): there is no
-#: action to name, and the attempt is still recorded (issue 29, item 5). Only with `refused`.
+#: action to name, and the attempt is still recorded (docs/audit.md). Only with `refused`.
 UNKNOWN_APPROVAL = "approval-of-unknown"
 #: A person's note on an incident (`oncall note INCIDENT TEXT`): no remediation either, so an
 #: action of its own, allowed only with the `noted` transition (docs/architecture.md §3).

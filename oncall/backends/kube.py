@@ -10,7 +10,8 @@ Requests go over httpx (`oncall.backends.kube_http`), authenticated from the kub
 kubectl and the official client read it (`oncall.backends.kube_config`: certificates, tokens,
 token files, exec plugins, in-cluster service accounts). The official `kubernetes` package is
 not used at run time: its import and client set-up cost ~0.4 s of every fresh `oncall check`
-and it requires aiohttp (issue 15). Answers are plain dicts, the server's own camelCase JSON.
+and it requires aiohttp (docs/PERFORMANCE.md). Answers are plain dicts, the server's own
+camelCase JSON.
 
 Lists are paged (`limit` + `continue`, `LIST_PAGE` items a page, at most `LIST_MAX_PAGES`
 pages), with selectors sent to the server; a continue token that expired (410 Gone) restarts

@@ -8,7 +8,7 @@ lease.yaml`, `kubectl replace -f lease.yaml`, `kubectl delete lease NAME`.
 
 The apiserver never expires a Lease: whether one is still held is the clients' computation
 (renewTime + leaseDurationSeconds). Both sides of it are the apiserver's time, not this host's
-(issue 29, item 7: a clock 90 s ahead took a live Lease): the times written are this host's
+(docs/audit.md: a clock 90 s ahead took a live Lease): the times written are this host's
 clock moved by its offset from the apiserver's `Date` header (read on a GET of the Lease
 itself), and "now" is the same, so two hosts whose clocks disagree agree on a Lease. Two
 operators racing for one Lease are kept apart by the server's resourceVersion check, not by

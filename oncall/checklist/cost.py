@@ -2,7 +2,7 @@
 
 CEL has no loops, but its comprehension macros (`all`, `exists`, `exists_one`, `map`,
 `filter`) nest: each iterates its range once per iteration of every macro around it, so 950
-characters of nested `map`s over a ten-element list ran 62 s (issue 29). The binding
+characters of nested `map`s over a ten-element list ran 62 s (docs/audit.md). The binding
 (`cel`, a Rust core) has no cost limit and holds the GIL while it evaluates: no thread, timeout
 or `q` can interrupt it. So the cost is bounded before evaluation, from what can be known:
 

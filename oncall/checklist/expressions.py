@@ -1,6 +1,6 @@
 """CEL expressions of runbooks: compiled when a runbook loads, evaluated only over facts handed in.
 
-A step's `expect`, its optional `when` and summary values are CEL (DESIGN §4, §7): an
+A step's `expect`, its optional `when` and summary values are CEL (docs/authoring.md): an
 allow-list language without loops or side effects, the one Kubernetes admission policies use.
 Nothing here calls Python's `eval` or `exec`.
 

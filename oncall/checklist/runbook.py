@@ -1,4 +1,4 @@
-"""The runbook file format (DESIGN §4): one YAML checklist per alert, validated by pydantic.
+"""The runbook file format (docs/authoring.md): one YAML checklist per alert, validated by pydantic.
 
     # yaml-language-server: $schema=../oncall/checklist/runbook.schema.json
     alert: LLMHighP99Latency

@@ -1,7 +1,7 @@
 """Entry point of the `oncall` command: global options, subcommands, errors and exit codes.
 
 Results go to stdout, diagnostics to stderr; an `OncallError` is printed without a traceback
-and exits with its code (DESIGN §5: 0 all well, 1 something found, 2 usage or configuration,
+and exits with its code (docs/on-call.md: 0 all well, 1 something found, 2 usage or configuration,
 3 an unreachable backend left the answer incomplete). Anything else is a bug: the last-resort
 handler prints one line naming it and where to report it, and exits 70 — never a traceback.
 A reader that goes away (`oncall alerts | head`) ends the command quietly with 141.
@@ -240,7 +240,7 @@ def _run_check(args: argparse.Namespace) -> int:
 
 #: The most frames a second the app draws (Textual's TEXTUAL_FPS, whose default is 60). A key
 #: press landing just after a frame waits for the next: up to 16.7 ms at 60, a third of the
-#: 50 ms a press may take with every backend hung (issue 15.2; scripts/bench/tui.py, max
+#: 50 ms a press may take with every backend hung (docs/PERFORMANCE.md; scripts/bench/tui.py, max
 #: 40-57 ms a run at 60, 12-33 ms at 120). Frames are drawn only when something changed, so
 #: an idle board costs nothing more. A TEXTUAL_FPS of the user's own is kept.
 FRAME_RATE = 120

@@ -5,7 +5,7 @@
 - `verdicts [ALERT] [--since 24h] [-o table|json]`: the stored verdicts, newest first.
 - `verdicts show ID`: one verdict as indented JSON; exit 2 when there is none.
 
-Exit codes as everywhere (DESIGN §5): 3 when Redis, where verdicts are kept, did not answer.
+Exit codes as everywhere (docs/on-call.md): 3 when Redis, where verdicts are kept, did not answer.
 Output goes through the one redaction (oncall/cli/main.py), and terminal controls are escaped.
 """
 

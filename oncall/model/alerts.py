@@ -1,4 +1,4 @@
-"""Alert rules and alert states as plain values (DESIGN §4 "Alerts")."""
+"""Alert rules and alert states as plain values (docs/on-call.md)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ matcher (`match:` of a runbook, the board's `/` filter, `--match`) and an alert 
 `match` / `reReplaceAll` (a cluster's PrometheusRule is anyone's text) over label values
 Prometheus sent. Python's `re` backtracks: `(a+)+$` over one log line of 30 "a"s takes
 seconds, over a longer one longer than any step's timeout, and it holds the event loop (and
-the GIL) all that time, so no timeout or `q` can stop it (issue 29: a `kube.logs` pattern ran
+the GIL) all that time, so no timeout or `q` can stop it (docs/audit.md: a `kube.logs` pattern ran
 over 100 s). RE2 (`google-re2`, the engine of Prometheus' and Alertmanager's own matchers)
 answers in time linear in the text and refuses what it cannot do so: back-references and
 look-around are errors when the runbook loads, with RE2's reason. Its compiled program is

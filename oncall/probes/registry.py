@@ -3,7 +3,7 @@
 A probe's name is `family.what` (`kube.pods`, `vllm.rates`); `FAMILIES` names the modules that
 define each family's probes. `find_probe` imports those modules only: a fresh `oncall check`
 of a Prometheus-only runbook does not import the vLLM probes (prometheus_client's parser),
-the Kubernetes ones (the vLLM argument rules) or the GPU ones (issue 15, acceptance 1).
+the Kubernetes ones (the vLLM argument rules) or the GPU ones (docs/PERFORMANCE.md).
 `all_probes` imports every module (the runbook schema, an unknown name's suggestions).
 """
 

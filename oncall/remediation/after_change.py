@@ -3,7 +3,7 @@ and its `verified` record, each recorded before the process may exit.
 
 Ctrl-C (asyncio.run cancels the main task) or the app going away anywhere after the change
 was made (the circuit breaker's reset, the `succeeded` record and its copies, the verification)
-is recorded as such before the interrupt goes on (issue 29, item 6: one landing between the
+is recorded as such before the interrupt goes on (docs/audit.md: one landing between the
 change and its verification left the change without any record).
 """
 

@@ -5,7 +5,7 @@ in their own `oncall remediate approve`, is refused by the rule itself (`Approva
 no such request, their own, the requester gone), in read-only mode, without an identity the
 Kubernetes API authenticated, and unless they type the word on the preview recomputed from the
 live target (`LivePreview`: the action and parameters asked for, planned again by the approver;
-the preview the requester stored is never shown, issue 29 item 1). The approver's log records
+the preview the requester stored is never shown, docs/audit.md). The approver's log records
 the approval (or the refusal) too, naming both people, and copies it to the team Stream.
 """
 
@@ -123,7 +123,7 @@ def approval_record(
     return {
         "action_id": action_id,
         "transition": "approved" if verdict.ok else "refused",
-        # An unknown or expired id is audited too (issue 29, item 5), as an approval of nothing.
+        # An unknown or expired id is audited too (docs/audit.md), as an approval of nothing.
         "action": action if action in ACTION_PARAMS else UNKNOWN_APPROVAL,
         "target": target or {"label": request.get("target")},
         "actor": actor,

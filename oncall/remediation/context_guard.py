@@ -1,4 +1,4 @@
-"""A remediation acts only in the context it was planned in (issue 18).
+"""A remediation acts only in the context it was planned in (docs/operating.md).
 
 Every plan the executor makes carries its `Cluster` (the settings context, kube context, API
 server, production flag), stamped here from the remediator's own settings; the executor

@@ -273,7 +273,7 @@ class Remediator:
             # The notes too: the record is of the preview the person confirms on (secrets in
             # them are masked by the log, as everywhere in a record).
             # The anchor and the two-person policy too: a rule switched off (`--set
-            # guards.two_person=[]`, audit.local_only) is on record, not silent (issue 29).
+            # guards.two_person=[]`, audit.local_only) is on record, not silent (docs/audit.md).
             detail={"before": plan.before, "after": plan.after, "undo": plan.undo,
                     "rollback_of": rollback_of, "notes": list(plan.notes),
                     "anchor": anchor_guard(self.settings).reason,
@@ -354,7 +354,7 @@ class Remediator:
             action_id, request, verdict, actor=self.actor, approver=self.person
         )
         record = await asyncio.to_thread(self.log.append, **fields)  # fsyncs: off the loop
-        # Like every record, to the team Stream (issue 29, item 5: verify found approvals
+        # Like every record, to the team Stream (docs/audit.md: verify found approvals
         # "written by hand"); a copy that fails is said, as the requester's are.
         problem = await anchor_record(self.clients, record)
         if problem is not None:  # said with the verdict, as `remediate` says its own
@@ -412,7 +412,7 @@ class Remediator:
             result = await action.execute(plan, self.clients)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # Ctrl-C while the change is being made: whether it was is unknown; the log says
-            # so before the interrupt goes on (issue 29, item 6).
+            # so before the interrupt goes on (docs/audit.md).
             await self._record_after(
                 run, say, "failed", duration_s=round(time.monotonic() - started, 3),
                 outcome={"interrupted": True, "detail": INTERRUPTED_EXECUTING},

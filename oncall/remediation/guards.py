@@ -1,4 +1,4 @@
-"""The guards an action passes before it runs (DESIGN §3 write path, §4 Remediations).
+"""The guards an action passes before it runs (docs/architecture.md §3, the write path).
 
 Read-only mode, a per-target rate limit and a global circuit breaker (the two-person rule is in
 oncall/remediation/two_person.py). The last two keep their state in Redis, so they survive a
@@ -18,7 +18,7 @@ the moments Redis is sick are exactly the moments an operator is most tempted to
 The `record*` and `request` writes raise `BackendError`; the executor calls them before it acts
 and treats an error as a refusal.
 
-Times come from the Redis server's clock (`TIME`; issue 29, item 7: each host's own clock
+Times come from the Redis server's clock (`TIME`; docs/audit.md: each host's own clock
 decided, so one running ahead saw the window over early): the state is shared between hosts,
 and only one clock means the same thing to all of them; tests inject `clock` to move time
 without sleeping. Redis TTLs only tidy keys away; every decision is made on that time.
@@ -79,7 +79,7 @@ def read_only_guard(settings: Settings, *, flag: bool) -> GuardVerdict:
 
 
 def anchor_guard(settings: Settings) -> GuardVerdict:
-    """The team anchor as a guard (issue 29, item 2): a change runs only with its records
+    """The team anchor as a guard (docs/audit.md): a change runs only with its records
     copied to the team Stream, unless `audit.local_only` (itself in every preview and record)
     says otherwise. Whether the `started` copy is actually written is checked before execution.
     """

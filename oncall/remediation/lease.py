@@ -94,7 +94,7 @@ class TargetLease:
     @contextlib.asynccontextmanager
     async def kept(self, plan: Plan) -> AsyncIterator[None]:
         """Renew the Leases taken, every third of `guards.lease_duration`, for as long as the
-        action runs and verifies (issue 29, item 7: a second process patched the target while
+        action runs and verifies (docs/audit.md: a second process patched the target while
         the first was still verifying, its Lease expired). Bounded by the action's own run."""
         duration = int(self.clients.settings.guards.lease_duration)
 

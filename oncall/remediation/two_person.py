@@ -9,7 +9,7 @@ authenticated* person approved it, while its requester is still there.
     oncall:approval-grant:<action_id>  the approval: JSON {approved_by, at}, SET NX by the
                                        approver, TTL what is left of the request's
 
-Who may write what (issue 29, item 1): the shipped ACL (deploy/redis/users.acl) lets requesters
+Who may write what (docs/audit.md): the shipped ACL (deploy/redis/users.acl) lets requesters
 (`oncall-operator`) write requests and only read grants, and approvers (`oncall-approver`,
 `guards.approval_redis_url`) write grants and only read requests: a requester's credentials
 cannot approve, and an approver's cannot change what was asked. The approver is shown the

@@ -1,4 +1,4 @@
-"""`oncall serve`: the always-on, read-only Alertmanager webhook receiver (DESIGN §3).
+"""`oncall serve`: the always-on, read-only Alertmanager webhook receiver (docs/architecture.md §1).
 
 A front door beside `tui/`: it knows only `service/` and `model/`, and never imports
 `remediation/` (an import-linter contract). Alertmanager's notification → each firing alert

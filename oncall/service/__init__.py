@@ -1,1 +1,1 @@
-"""The one facade the TUI and every headless command use (DESIGN §3)."""
+"""The one facade the TUI and every headless command use (docs/architecture.md §1)."""

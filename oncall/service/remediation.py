@@ -9,7 +9,7 @@ with `open_remediator` and approves with `approve`.
 
 The values that cross this door (`Plan`, `Preview`, `GuardVerdict`, `Outcome`,
 `RemediationResult`) are the write path's own, from `oncall.model.write_path`: a screen holds
-them without importing the executor (DESIGN §3).
+them without importing the executor (docs/architecture.md §1).
 
 The remediation runs on the caller's event loop; the executor moves only the audit log's fsync
 into a thread. The executor is imported on first use, in a thread: the app's first frame does

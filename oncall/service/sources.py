@@ -3,8 +3,8 @@
 The app asks an `AlertsSource` for the golden alerts' states and a `ChecklistRunner` for an
 alert's checklist events; `LiveAlerts` and `LiveChecklists` are the real ones (Prometheus and
 the backends of `oncall.yaml`), tests hand in fakes. The value types a screen shows live in
-`oncall.model`, which `oncall.tui` imports directly; the domain engines it may not (DESIGN §3,
-an import-linter contract).
+`oncall.model`, which `oncall.tui` imports directly; the domain engines it may
+not (docs/architecture.md §1, an import-linter contract).
 
 The checklist machinery (runbook loader, expressions, probes) is imported when the first
 checklist runs, not when the app starts: it is a third of a second of imports the first frame

@@ -1,11 +1,11 @@
 """Verdicts for `oncall serve`, the app and `oncall verdicts`: run a firing's checklist and keep
 what it found team-wide; read them back.
 
-`check_firing` is the read path of DESIGN §3 run for one alert instance of an Alertmanager
-notification: the same runbook lookup as the app (`match:` included), the same engine and
-probes, so the verdict is what `oncall check` would have printed at that moment. The verdict is
-JSON (oncall/model/verdicts.py), redacted once here, before it is stored or sent anywhere, by
-the one redaction of every output; proposals are kept as words, nothing actionable.
+`check_firing` is the read path (docs/architecture.md §3) run for one alert instance of an
+Alertmanager notification: the same runbook lookup as the app (`match:` included), the same engine
+and probes, so the verdict is what `oncall check` would have printed at that moment. The verdict is
+JSON (oncall/model/verdicts.py), redacted once here, before it is stored or sent anywhere, by the
+one redaction of every output; proposals are kept as words, nothing actionable.
 """
 
 from __future__ import annotations

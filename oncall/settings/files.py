@@ -1,4 +1,4 @@
-"""Refusing what is not a regular file where oncall reads or appends one (issue 29, item 9).
+"""Refusing what is not a regular file where oncall reads or appends one (docs/audit.md).
 
 A FIFO given as the settings file, a runbook, a rule file or the audit log would block the
 open or the read forever; a device would be read or written as if it were the file. Callers

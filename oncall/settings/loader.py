@@ -1,6 +1,6 @@
 """Load the effective settings from their four sources, remembering where each value came from.
 
-Precedence (DESIGN §5): defaults < settings file < ONCALL_* environment < command-line flags.
+Precedence (docs/on-call.md): defaults < settings file < ONCALL_* environment < command-line flags.
 The settings file is `--config FILE`, else `$ONCALL_CONFIG`, else `./oncall.yaml` if present.
 Environment variables name a key path with `__` between levels: ONCALL_REDIS__TIMEOUT=1s,
 ONCALL_READ_ONLY=true. Every problem from every source is collected, then reported at once.

@@ -1,4 +1,4 @@
-"""The settings of oncall: one pydantic model per section of `oncall.yaml` (DESIGN §4–5).
+"""The settings of oncall: one pydantic model per section of `oncall.yaml` (docs/operating.md).
 
 Every model forbids unknown keys, so a typo is an error with its file:line:col rather than a
 setting silently ignored. Secrets are `SecretStr` and never printed.

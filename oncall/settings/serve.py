@@ -66,7 +66,8 @@ class NotifySettings(Section):
 
 
 class ServeSettings(Section):
-    """`oncall serve`: the always-on, read-only Alertmanager webhook receiver (DESIGN §3)."""
+    """`oncall serve`: the always-on, read-only Alertmanager webhook receiver
+    (docs/operating.md)."""
 
     listen: Annotated[str, AfterValidator(_checked_listen)] = Field(
         "127.0.0.1:9464", description="HOST:PORT to listen on (webhook, /healthz, /metrics)."

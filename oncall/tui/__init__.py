@@ -1,1 +1,1 @@
-"""The terminal app (Textual): the only package that imports textual (DESIGN §3)."""
+"""The terminal app (Textual): the only package that imports textual (docs/architecture.md §1)."""

@@ -4,7 +4,7 @@ The board's ages tick once a second ("stale 5s", "firing for 3m02s"). `DataTable
 bumps the table's `_update_count`, and that count is part of the key of every render cache
 (cells, row lines, row renderables, screen lines): after one changed age the table renders
 every visible cell through rich again, 27–45 ms of event-loop CPU a second on an 80x24 board
-(scripts/bench/tui_slow_callbacks.py) that a key press waits behind (issue 15.2).
+(scripts/bench/tui_slow_callbacks.py) that a key press waits behind (docs/PERFORMANCE.md).
 `CellBatchTable.update_cells` writes the new values, forgets only the cache entries of the
 changed cells and of their rows' lines, and repaints those rows; a column whose width changes
 ("stale 9s" to "stale 10s") costs its own cells and every line (composed again from the cached
@@ -12,7 +12,7 @@ cells of the other columns).
 
 A column that grows or shrinks changes the table's virtual width, a reactive that lays out the
 whole screen (13–17 ms on the board when the first checklist's steps time out and its findings
-widen, stacked with the tick and a key press: issue 15.2). A table whose own width does not
+widen, stacked with the tick and a key press: docs/PERFORMANCE.md). A table whose own width does not
 follow its content needs no layout for that unless a scrollbar comes or goes, which lays out
 by itself (`show_horizontal_scrollbar` is a layout reactive): `_update_dimensions` then
 updates the scrollbars and repaints the table instead.

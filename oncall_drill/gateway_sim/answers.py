@@ -1,4 +1,4 @@
-"""Canned answers of the degraded levels (DESIGN §2): FAQ entries (level 2), a static page (3).
+"""Canned answers of the degraded levels (docs/drill.md): FAQ entries (level 2), a static page (3).
 
 Level 2 answers from a small structured FAQ (`faq.json`) without the LLM: the entry whose
 keywords overlap the prompt most, else a generic entry. Level 3 serves the same static page to

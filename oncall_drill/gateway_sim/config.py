@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-#: The Redis key holding the degradation level (DESIGN §2), read on every request.
+#: The Redis key holding the degradation level (docs/drill.md), read on every request.
 DEGRADATION_KEY = "ai-gateway:degradation-level"
 #: Prefix of the response-cache keys; the rest is the SHA-256 of the prompt.
 CACHE_PREFIX = "ai-gateway:cache:"

@@ -17,7 +17,7 @@ The status (`currentHealthy`, `desiredHealthy`, `disruptionsAllowed`, `expectedP
 controller's `countHealthyPods` and `buildDisruptedPodMap` do: a pod counts as healthy when it
 is Ready, not terminating, and not in `disruptedPods`. The eviction handler records each pod
 it lets go there (`checkAndDecrement`) before deleting it, so a second eviction arriving before
-anyone sees the first pod terminate — the two concurrent rebuilds of issue 12 — finds the
+anyone sees the first pod terminate — two operators' concurrent rebuilds — finds the
 budget spent; an entry lasts until the pod is terminating or gone, or `DeletionTimeout` (2 min)
 has passed. A dry run records nothing. An unready pod evicted while the budget is met does not
 use the budget (the handler's `updateDeletionOptions` path). One difference, on purpose: the

@@ -1,4 +1,4 @@
-"""The request mix of the source articles' drills (DESIGN §2): what each arrival sends.
+"""The request mix of the source articles' drills (docs/drill.md): what each arrival sends.
 
 Kinds and weights: short 60%, long 15%, multi-step 10% (one session of 2–4 turns), low-quality
 10% (the gateway rejects them), boundary 5% (half empty prompts, half exactly at the prompt

@@ -1,4 +1,4 @@
-"""A simulated vLLM 0.33 OpenAI-compatible server for the drill (DESIGN §4 "Drill").
+"""A simulated vLLM 0.33 OpenAI-compatible server for the drill (docs/drill.md).
 
 It behaves, to a client, like `vllm serve` (backends.md §1): the same ops and OpenAI routes,
 the same `/metrics` names, types, labels and buckets (0.33, or 0.10 with

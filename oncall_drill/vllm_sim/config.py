@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 #: `GET /version` answers, per metrics generation (backends.md §1.1, §1.5).
 VLLM_VERSIONS = {"0.33": "0.33.0", "0.10": "0.10.2"}
 
-#: Below this per-sequence rate the source article calls the model stuck (DESIGN §2).
+#: Below this per-sequence rate the source article calls the model stuck (docs/drill.md).
 STUCK_TOKENS_PER_SECOND = 2.0
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})

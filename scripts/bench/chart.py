@@ -1,4 +1,5 @@
-"""The incident chart's repaint cost at 100x30, against a Static of the same size (issue 17).
+"""The incident chart's repaint cost at 100x30, against a Static of the same size
+(docs/PERFORMANCE.md).
 
     .venv/bin/python scripts/bench/chart.py --frames 300
 

@@ -1,11 +1,11 @@
 """A fresh `oncall check ALERT` process against the same checks as a kubectl + curl script.
 
-Issue 15, acceptance 1: for each shipped runbook, a fresh `oncall check` against the drill has a
-median wall time <= 0.5 s and beats the shell script a person would run instead (the steps'
-own command-line equivalents: `kubectl` for the Kubernetes steps, `curl` to Prometheus and
-vLLM, `redis-cli`; scripts/bench/checklist.py builds it). The two are run alternately, N times
-each, so that both see the same machine; also reported: the CPU time (user + system) of the
-oncall process, steadier than wall time on a shared machine.
+The budget (docs/PERFORMANCE.md): for each shipped runbook, a fresh `oncall check` against the drill
+has a median wall time <= 0.5 s and beats the shell script a person would run instead (the steps'
+own command-line equivalents: `kubectl` for the Kubernetes steps, `curl` to Prometheus and vLLM,
+`redis-cli`; scripts/bench/checklist.py builds it). The two are run alternately, N times each, so
+that both see the same machine; also reported: the CPU time (user + system) of the oncall process,
+steadier than wall time on a shared machine.
 
 The script begins where `oncall check` begins: reading the alert's state and labels from
 Prometheus (`curl PROM/api/v1/rules?type=alert`), then each step's equivalent. oncall's

@@ -8,8 +8,8 @@ the context's acknowledgements (read beside Alertmanager's routing); writes sett
 all contexts at once as the app's per-context loops do. Reports per round of refreshes, all
 contexts together: the event loop's busy time (`loop_time.LoopMeter`), its lag (the longest a
 2 ms timer came late, `loop_time.LagMeter`), the process's CPU time; and the requests of each
-context to Prometheus and to Alertmanager. Budget (issue 18): event-loop time <= 50 ms summed
-(busy time and lag, each), 1 request per context per backend.
+context to Prometheus and to Alertmanager. Budget (docs/PERFORMANCE.md): event-loop time <=
+50 ms summed (busy time and lag, each), 1 request per context per backend.
 
     .venv/bin/python scripts/bench/contexts_refresh.py [--contexts 3] [--rules 200] [--refreshes 20]
 """

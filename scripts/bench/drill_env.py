@@ -2,7 +2,7 @@
 and idle RSS of the whole stack; each against the two real servers alone (redis-server +
 prometheus, started the same way in the same run) as the baseline.
 
-Budget (issue 3): up in <= 10 s, idle at <= 300 MB RSS in total, on 2 cores.
+Budget (docs/PERFORMANCE.md): up in <= 10 s, idle at <= 300 MB RSS in total, on 2 cores.
 
     .venv/bin/python scripts/bench/drill_env.py [--runs 3] [--idle 20]
 """

@@ -5,7 +5,7 @@ machine's speed drifts between sessions (the bare app took 0.49 s on 2026-11-30 
 on 2026-12-01), so a ratio recorded on one day is no yardstick for another. This runs both
 versions of oncall, and the bare app, round after round in alternating order against one
 Prometheus and one settings file, and prints the medians: the "no worse than before" of
-issue 13 (acceptance 5), measured rather than remembered.
+docs/PERFORMANCE.md, measured rather than remembered.
 
 The revision is exported with `git archive` into a temporary directory and run as
 `python -m oncall` with that directory first on PYTHONPATH (the editable install's finder comes

@@ -1,4 +1,4 @@
-"""Fleet scale (issue 15, acceptance 3), against `oncall drill up --fleet` (started here, or
+"""Fleet scale (docs/PERFORMANCE.md), against `oncall drill up --fleet` (started here, or
 `--dir` of a running one): 5,000 pods over 50 nodes, 400 GPUs, 200 fleet rules.
 
 (a) the `kube.pods` probe for the vLLM selector (`app=vllm` in `ai`), through its public entry

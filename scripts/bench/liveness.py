@@ -1,13 +1,13 @@
 """Rule liveness with 1,000 rules: Prometheus requests per round and event-loop time.
 
 Starts a real prometheus scraping itself every second, and judges 1,000 alerting rules
-against it (issue 28): a quarter on metrics that exist (live), a quarter on metrics that do
-not (each with its `_total` and `ray_vllm:` alternatives asked), a quarter whose label
-matcher empties an existing metric (its values named), a quarter with a `rate` window under
-two scrape intervals. Measured: the requests of one round (`fetch_facts` + verdicts), the
-event loop's busy time and longest callback during it (`LoopMeter`: work in threads does not
-count), and the board's per-refresh cost once the round is done (`LivenessView.annotate` of
-1,000 statuses: no request). Budget: ≤ 50 ms of event-loop time.
+against it (docs/PERFORMANCE.md): a quarter on metrics that exist (live), a quarter on metrics that
+do not (each with its `_total` and `ray_vllm:` alternatives asked), a quarter whose label matcher
+empties an existing metric (its values named), a quarter with a `rate` window under two scrape
+intervals. Measured: the requests of one round (`fetch_facts` + verdicts), the event loop's busy
+time and longest callback during it (`LoopMeter`: work in threads does not count), and the board's
+per-refresh cost once the round is done (`LivenessView.annotate` of 1,000 statuses: no request).
+Budget: ≤ 50 ms of event-loop time.
 
     .venv/bin/python scripts/bench/liveness.py [--rules 1000] [--rounds 5]
 """

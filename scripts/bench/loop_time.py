@@ -119,7 +119,7 @@ class GcMeter:
             gc.callbacks.remove(self._callback)
 
 
-#: The budget of a board refresh's event-loop time (DESIGN §6; issues 4, 14, 15, 18).
+#: The budget of a board refresh's event-loop time (docs/PERFORMANCE.md).
 BUDGET_S = 0.050
 
 

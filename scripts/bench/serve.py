@@ -1,4 +1,4 @@
-"""`oncall serve` (issue 30, acceptance 4): notification → verdict stored, and a burst.
+"""`oncall serve` (docs/PERFORMANCE.md): notification → verdict stored, and a burst.
 
 Starts a real redis-server and a real `python -m oncall serve` (its own settings, runbooks
 written here), and posts Alertmanager-shaped notifications to it over HTTP:

@@ -1,8 +1,8 @@
 """Wall time of headless commands (`oncall --help`, `oncall config show`), median of N runs.
 
 Prints each figure with its ratio to a bare interpreter start measured in the same run, so
-results compare across machines. Budget (issue 2): < 0.3 s on 2 cores. oncall's modules are
-byte-compiled first, as `pip install` leaves them (scripts/bench/installed.py).
+results compare across machines. Budget (docs/PERFORMANCE.md): < 0.3 s on 2 cores. oncall's modules
+are byte-compiled first, as `pip install` leaves them (scripts/bench/installed.py).
 
     .venv/bin/python scripts/bench/startup.py [--runs 15]
 """

@@ -2,8 +2,8 @@
 
 Each figure comes with a baseline measured in the same run, so results compare across machines.
 
-1. Start-up (DESIGN §6: first frame <= 0.8 s, live alert states <= 1.5 s after launch). A real
-   prometheus serves the packs' rules (`alerts/*.yaml`, evaluated every second); each run is
+1. Start-up (docs/PERFORMANCE.md: first frame <= 0.8 s, live alert states <= 1.5 s after launch).
+   A real prometheus serves the packs' rules (`alerts/*.yaml`, evaluated every second); each run is
    a fresh process, timed from just before it is spawned:
    - headless: the app under Textual's headless driver (`run_async(headless=True)`, 80x24).
      "first frame" is the first screen update Textual hands to its driver (`App._display`,
@@ -14,7 +14,7 @@ Each figure comes with a baseline measured in the same run, so results compare a
      starts it: the time until its first bytes, until its first frame (the board's column
      header "Alert") and until the first state ("inactive" / "firing") is on the terminal;
      then `q`. Baseline: the same bare app on a pseudo-terminal.
-2. Key press to repaint while every backend hangs (DESIGN §6: p99 <= 50 ms). Prometheus,
+2. Key press to repaint while every backend hangs (docs/PERFORMANCE.md: p99 <= 50 ms). Prometheus,
    Redis, vLLM and the Kubernetes API point at loopback listeners that accept connections and
    never answer. In this process, under `app.run_test()`: wait for the board's rows (every
    alert `unknown`, stale), open the first alert (its checklist starts, every probe hangs;
@@ -22,20 +22,19 @@ Each figure comes with a baseline measured in the same run, so results compare a
    press down/up N times. Each press is timed from handing the key to Pilot until Textual
    hands the driver the frame that shows the moved cursor (`App._display`, with the table's
    cursor on the new row). Baseline: a bare app with a DataTable of as many rows, same presses.
-3. Key press to repaint with one of two contexts hung (issue 18 acceptance 2; part 2's
+3. Key press to repaint with one of two contexts hung (docs/PERFORMANCE.md; part 2's
    budget, p99 <= 50 ms): contexts `live` (this prometheus) and `hung` (hung listeners) on
    one board; a hung alert opened, then down/up pressed until `live` refreshed at least ten
    times meanwhile, each gap between its refreshes <= 2 intervals (tui_contexts.py). With
    `--contexts-hung` only this part runs, and the exit status is 1 when it is over budget.
-4. RSS (DESIGN §6: <= 150 MB; growth <= 1 MB/hour at a 1 s refresh). A fresh process runs the
-   app headless for `--minutes` at `alerts.refresh: 1s`, sampling its RSS (/proc/self/statm)
-   every 10 s. Against a drill with `kv-cache-pressure` injected (an alert fires and its
-   checklist runs; the process re-runs the checklist of every firing alert each minute, as an
-   operator pressing `r` would), or with `--rss-against prometheus` the bench prometheus (all
-   alerts inactive, no checklists). Growth per hour: the least-squares slope through the
-   samples of the second half of the run, times 3600 (the first minutes are warm-up: the
-   first checklists, the Kubernetes client, caches). Baseline: the bare app's RSS at its live
-   frame (from part 1).
+4. RSS (docs/PERFORMANCE.md: <= 150 MB; growth <= 1 MB/hour at a 1 s refresh). A fresh process
+   runs the app headless for `--minutes` at `alerts.refresh: 1s`, sampling its RSS
+   (/proc/self/statm) every 10 s. Against a drill with `kv-cache-pressure` injected (an alert fires
+   and its checklist runs; the process re-runs the checklist of every firing alert each minute, as
+   an operator pressing `r` would), or with `--rss-against prometheus` the bench prometheus (all
+   alerts inactive, no checklists). Growth per hour: the least-squares slope through the samples of
+   the second half of the run, times 3600 (the first minutes are warm-up: the first checklists, the
+   Kubernetes client, caches). Baseline: the bare app's RSS at its live frame (from part 1).
 
 Everything is bounded: runs, presses and minutes by the options, each wait by a deadline.
 The parts live next to this file: tui_startup.py, tui_keys.py, tui_contexts.py, tui_rss.py;

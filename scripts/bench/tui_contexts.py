@@ -1,4 +1,4 @@
-"""Part 3 of `tui.py` (`--contexts-hung`; issue 18 acceptance 2): one of two contexts hung.
+"""Part 3 of `tui.py` (`--contexts-hung`; docs/PERFORMANCE.md): one of two contexts hung.
 
 Two contexts on one board: `live` (the bench prometheus; Redis, vLLM and Kubernetes at ports
 nobody listens on) and `hung` (Prometheus, Redis, vLLM and the Kubernetes API at loopback
@@ -12,7 +12,7 @@ and `twin`, both the bench prometheus: as many rows, two refresh loops), the sam
 that what the hung context costs shows apart from what two contexts' rows cost; baseline:
 the bare DataTable app with as many rows.
 
-Verdict: p99 <= 50 ms and no press missed (DESIGN §6, the budget of part 2), and live "on
+Verdict: p99 <= 50 ms and no press missed (docs/PERFORMANCE.md, the budget of part 2), and live "on
 time": no gap between its refreshes while pressing (the last one before the first press to
 the last press included) longer than two refresh intervals, i.e. none late by a whole one.
 """

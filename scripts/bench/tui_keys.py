@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from textual.widgets import DataTable
 
 
-#: A press slower than this is counted (the budget is 50 ms; issue 15.2).
+#: A press slower than this is counted (the budget is 50 ms; docs/PERFORMANCE.md).
 SLOW_S = 0.030
 
 

@@ -1,4 +1,4 @@
-"""What the event loop was doing in each long callback while keys are pressed (issue 15.2).
+"""What the event loop was doing in each long callback while keys are pressed (docs/PERFORMANCE.md).
 
 Runs part 2 of `tui.py` (300 down/up presses on the board, every backend hung, the first
 checklist running) and records every event-loop callback longer than `--over` ms with its

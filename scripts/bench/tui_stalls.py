@@ -1,4 +1,4 @@
-"""What ran while a key press was slow: the diagnosis of part 2 of `tui.py` (issue 15.2).
+"""What ran while a key press was slow: the diagnosis of part 2 of `tui.py` (docs/PERFORMANCE.md).
 
 `StallRecorder`, installed in the bench process around the presses, keeps a timeline of:
 

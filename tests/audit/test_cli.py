@@ -24,7 +24,7 @@ ALICE = {"user": "alice", "host": "bastion-1", "ssh_client": "10.0.0.7"}
 BOB = {"user": "bob", "host": "bastion-2", "ssh_client": None}
 
 
-# Without the team Stream, verify never says OK (issue 29, item 2): exit 3.
+# Without the team Stream, verify never says OK (docs/audit.md): exit 3.
 def intact(count: str) -> str:
     return f"LOCAL CHAIN INTACT: {count}; not anchored, so not proven\n" + LOCAL
 

@@ -171,7 +171,7 @@ def test_thanos_partial_answer_is_used_and_its_warning_shown_as_a_note(
     }  # fmt: skip
     # Thanos adds the store's external labels to each rule (the replica label deduplicated).
     assert alerts["PodsHot"]["labels"] == {"cluster": "eu-1", "severity": "warning", "team": "llm"}
-    # The rules, the local rule's query, and the rule liveness round (issue 28).
+    # The rules, the local rule's query, and the rule liveness round (docs/on-call.md).
     assert {r.path.removeprefix("/thanos") for r in thanos.requests} == {
         "/api/v1/rules", "/api/v1/query", "/api/v1/targets",
     }  # fmt: skip

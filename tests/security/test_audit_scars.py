@@ -99,7 +99,7 @@ def test_a_reviewer_acknowledges_a_scar_and_new_problems_still_show(tmp_path: Pa
     # Both signed off: verify is clean again. Then a new edit is a new break.
     assert acknowledge(log.path, edited).code == 0
     result = verify(log.path)
-    assert result.code == 3, result.stdout  # clean, but no Stream here: never "OK" (issue 29)
+    assert result.code == 3, result.stdout  # clean, but no Stream here: never "OK" (docs/audit.md)
     assert result.stdout.startswith("LOCAL CHAIN INTACT: 9 records; not anchored")
     assert result.stdout.count("ACKNOWLEDGED: ") == 2
     lines = log.path.read_bytes().splitlines(keepends=True)

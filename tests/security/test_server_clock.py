@@ -1,4 +1,4 @@
-"""Threat: a host's clock decides who holds a Lease (issue 29, item 7): a clock 90 s ahead took
+"""Threat: a host's clock decides who holds a Lease (docs/audit.md): a clock 90 s ahead took
 a live Lease, and a Lease was not renewed while its action was still verifying.
 
 Against the drill's Kubernetes API (its `Date` header is the apiserver's clock) through

@@ -1,4 +1,4 @@
-"""Threat: a lying Prometheus picks the pod to rebuild (issue 29, item 8). GPUXidError's
+"""Threat: a lying Prometheus picks the pod to rebuild (docs/audit.md). GPUXidError's
 proposal takes its pod and namespace from dcgm-exporter's labels; any pod in any namespace
 could be proposed. The plan now checks the target against the Kubernetes API before any
 preview: the namespace remediations may act in and the node the GPU with the Xid is on (and a

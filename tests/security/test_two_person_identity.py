@@ -75,7 +75,7 @@ async def _request(requester: Remediator, pod: str) -> tuple[str, asyncio.Task[A
     preview = await requester.preview(plan)
     action_id = os.urandom(6).hex()  # as new_action_id() makes them
     rule = requester.guards.two_person
-    # The stored preview is a decoy: the approver must be shown the live one (issue 29).
+    # The stored preview is a decoy: the approver must be shown the live one (docs/audit.md).
     await rule.request(action_id, plan.action, plan.target.label, requester.person,
                        preview="PREVIEW " + plan.summary, confirm_word=pod,
                        target_json=json.dumps(plan.target.as_dict()),

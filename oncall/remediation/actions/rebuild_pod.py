@@ -7,7 +7,7 @@ Ready replicas than `min_ready` allows. Just before the eviction the count is ta
 (`changed_since_plan`), and the eviction itself is the cluster's own check: the apiserver
 refuses it (429) when a PodDisruptionBudget would be broken, atomically, whoever else evicts.
 
-The pod may come from telemetry (GPUXidError's from dcgm-exporter's labels: issue 29, item 8,
+The pod may come from telemetry (GPUXidError's from dcgm-exporter's labels: docs/audit.md,
 a lying Prometheus picked any pod, a `kube-system` one too), so it is checked against the
 Kubernetes API before any preview: its namespace must be one remediations may act in
 (`guards.namespaces`, else `kubernetes.namespace`: refused before the pod is even read), it

@@ -13,7 +13,7 @@ Matchers that match everything are refused when planned, with Alertmanager's own
 refuses them too): at least one matcher must not match the empty string — so `{}`,
 `alertname=~".*"` or `pod!="x"` alone never silence the whole team's pager.
 
-A broad or long silence is dangerous (issue 29, item 9: a 30-day `{alertname=~".+"}` took
+A broad or long silence is dangerous (docs/audit.md: a 30-day `{alertname=~".+"}` took
 only "yes"): one with no `name="value"` matcher (every matcher a regex or a negation), or that
 matches BROAD_ALERTS alerts or more now, or that lasts longer than LONG_S, is confirmed by
 typing `silence-DURATION` (e.g. `silence-30d`), and the preview says why.
