@@ -192,13 +192,8 @@ class KubeWriter(KubeReader, LeaseCalls):
         RFC 6902 is atomic: when a `test` op fails the server changes nothing ("invalid").
         """
         try:
-            return await self._write(
-                "PATCH",
-                apis("apps/v1", namespace, "deployments", name),
-                ops,
-                dry_run=dry_run,
-                content_type=JSON_PATCH,
-                field_manager=True,
+            return await self._patch_json(
+                apis("apps/v1", namespace, "deployments", name), ops, dry_run=dry_run
             )
         except BackendError as exc:
             # A field validation failure names its field; a failed `test` gets the generic text.
@@ -211,13 +206,13 @@ class KubeWriter(KubeReader, LeaseCalls):
         self, namespace: str, name: str, ops: list[dict[str, Any]], *, dry_run: bool
     ) -> Obj:
         """`kubectl patch hpa NAME --type=json -p OPS [--dry-run=server]` (autoscaling/v2)."""
+        path = apis("autoscaling/v2", namespace, "horizontalpodautoscalers", name)
+        return await self._patch_json(path, ops, dry_run=dry_run)
+
+    async def _patch_json(self, path: str, ops: list[dict[str, Any]], *, dry_run: bool) -> Obj:
+        """An RFC 6902 JSON patch of the object at `path`, under oncall's field manager."""
         return await self._write(
-            "PATCH",
-            apis("autoscaling/v2", namespace, "horizontalpodautoscalers", name),
-            ops,
-            dry_run=dry_run,
-            content_type=JSON_PATCH,
-            field_manager=True,
+            "PATCH", path, ops, dry_run=dry_run, content_type=JSON_PATCH, field_manager=True
         )
 
     async def rollout_status(self, namespace: str, name: str) -> RolloutStatus:

@@ -239,15 +239,7 @@ def full_rows(data: ChartData, width: int, height: int) -> list[Row]:
     marks = marker_slots(data, cols)
     rows += _plot_rows(data, per_slot, band, (low, high), labels, height=plot_height)
     pad = " " * gutter + "└"
-    band_cells: list[Cell] = [(pad, "axis")]
-    for i in range(cols):
-        if i in marks:
-            band_cells.append((MARKER, "marker"))
-        elif band[i] is not None:
-            band_cells.append((PENDING if band[i] == "pending" else FIRING, band[i]))
-        else:
-            band_cells.append(("─", "axis"))
-    rows.append(_runs(band_cells))
+    rows.append(_runs([(pad, "axis"), *_band_cells(band, marks, ("─", "axis"))]))
     span = data.end - data.start
     left, right = clock(data.start, span), clock(data.end, span)
     middle = f"{fmt(span / 60)} min" if span < 7200 else f"{fmt(span / 3600)} h"
@@ -255,6 +247,20 @@ def full_rows(data: ChartData, width: int, height: int) -> list[Row]:
     axis = " " * gutter + left + middle.center(max(0, room)) + right
     rows.append([(axis[:width], "axis")])
     return rows + footer
+
+
+def _band_cells(band: list[str | None], marks: dict[int, list[Marker]], blank: Cell) -> list[Cell]:
+    """The row under a chart, per slot: an action's marker, else the alert's state, else
+    `blank`."""
+    cells: list[Cell] = []
+    for i, state in enumerate(band):
+        if i in marks:
+            cells.append((MARKER, "marker"))
+        elif state is not None:
+            cells.append((PENDING if state == "pending" else FIRING, state))
+        else:
+            cells.append(blank)
+    return cells
 
 
 def _plot_rows(
@@ -334,16 +340,8 @@ def sparkline_rows(data: ChartData, width: int) -> list[Row]:
         kind = "over" if _over(value, data.threshold) else "line"
         cells.append((BLOCKS[level + 1], kind))
     cells.append((right, "axis"))
-    band = state_band(data, cols)
-    marks = marker_slots(data, cols)
-    under: list[Cell] = [(" " * len(left), None)]
-    for i in range(cols):
-        if i in marks:
-            under.append((MARKER, "marker"))
-        elif band[i] is not None:
-            under.append((PENDING if band[i] == "pending" else FIRING, band[i]))
-        else:
-            under.append((" ", None))
+    band_cells = _band_cells(state_band(data, cols), marker_slots(data, cols), (" ", None))
+    under: list[Cell] = [(" " * len(left), None), *band_cells]
     rows = [head, _runs(cells)]
     if any(kind is not None for _, kind in under[1:]):
         rows.append(_runs(under))

@@ -60,6 +60,21 @@ class Action(ABC, Generic[P]):
         action takes no serving pod away."""
         return None
 
+    def allowed_namespace(self, requested: str | None, clients: Clients) -> str:
+        """The namespace the action acts in: `requested`, else `kubernetes.namespace`; a
+        PlanError, before anything is read, when it is not one remediations may act in
+        (`guards.namespaces`, else `kubernetes.namespace` alone): a pod or Deployment named
+        by telemetry may be any namespace's."""
+        default = clients.settings.kubernetes.namespace
+        namespace = requested or default
+        allowed = clients.settings.guards.namespaces or [default]
+        if namespace not in allowed:
+            raise PlanError(
+                f"{self.name} in namespace {namespace!r}: remediations act only in "
+                f"{', '.join(allowed)} (guards.namespaces)"
+            )
+        return namespace
+
     @abstractmethod
     async def plan(self, params: P, clients: Clients) -> Plan:
         """Read the current state and say exactly what will change; change nothing."""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,7 +26,7 @@ from oncall.alerts.local_eval import (
     overall_state,
 )
 from oncall.backends.prometheus import PrometheusClient
-from oncall.model.alerts import AlertInstance, AlertRule
+from oncall.model.alerts import AlertInstance, AlertRule, AlertStateName
 from oncall.model.metrics import Sample
 from tests.harness.faults import refused_port
 from tests.harness.servers import RunningServer
@@ -67,22 +68,27 @@ def only(instances: list[AlertInstance]) -> AlertInstance:
     return instances[0]
 
 
+def expected(state: AlertStateName, **known: Any) -> AlertInstance:
+    """The whole instance of `rule()` in `state`: no labels, the `known` fields, and every
+    other value and time None."""
+    unknown = ("value", "active_since", "fires_in_s", "firing_for_s", "last_evaluation")
+    fields = {"labels": {}, **dict.fromkeys(unknown), **known}
+    return AlertInstance(rule="KvCacheFull", state=state, source="local", **fields)
+
+
 # --- transitions, with explicit times ------------------------------------------------------
 
 
 def test_new_label_set_is_pending_with_a_countdown() -> None:
     state = LocalRuleState(rule(for_s=60, labels={"severity": "page", "instance": "rule-wins"}))
     got = only(state.evaluate([sample(0.95, instance="i1", model="m")], T0))
-    assert got == AlertInstance(
-        rule="KvCacheFull",
-        state="pending",
+    assert got == expected(
+        "pending",
         labels={"instance": "rule-wins", "model": "m", "severity": "page"},
         value=0.95,
         active_since=T0,
         fires_in_s=60.0,
-        firing_for_s=None,
         last_evaluation=T0,
-        source="local",
     )
     assert state.state == "pending"
 
@@ -223,19 +229,7 @@ def test_failure_keeps_last_instances_marked_stale() -> None:
 def test_failure_before_any_success_is_unknown() -> None:
     state = LocalRuleState(rule(for_s=60))
     got = only(state.fail("refused", T0))
-    assert got == AlertInstance(
-        rule="KvCacheFull",
-        state="unknown",
-        labels={},
-        value=None,
-        active_since=None,
-        fires_in_s=None,
-        firing_for_s=None,
-        last_evaluation=None,
-        source="local",
-        error="refused",
-        stale_since=T0,
-    )
+    assert got == expected("unknown", error="refused", stale_since=T0)
     assert state.state == "unknown"
 
 

@@ -51,13 +51,7 @@ class RebuildPod(Action[RebuildPodParams]):
         return PodsTaken(pods=(plan.target.name,))
 
     async def plan(self, params: RebuildPodParams, clients: Clients) -> Plan:
-        namespace = params.namespace or clients.settings.kubernetes.namespace
-        allowed = clients.settings.guards.namespaces or [clients.settings.kubernetes.namespace]
-        if namespace not in allowed:
-            raise PlanError(
-                f"rebuild-pod in namespace {namespace!r}: remediations act only in "
-                f"{', '.join(allowed)} (guards.namespaces)"
-            )
+        namespace = self.allowed_namespace(params.namespace, clients)
         kube = await clients.kube_writer()
         pod = await kube.get_pod(namespace, params.pod)
         meta = pod.get("metadata") or {}

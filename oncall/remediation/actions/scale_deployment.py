@@ -60,13 +60,7 @@ class ScaleDeployment(Action[ScaleDeploymentParams]):
         return PodsTaken(busiest=1) if down else None
 
     async def plan(self, params: ScaleDeploymentParams, clients: Clients) -> Plan:
-        namespace = params.namespace or clients.settings.kubernetes.namespace
-        allowed = clients.settings.guards.namespaces or [clients.settings.kubernetes.namespace]
-        if namespace not in allowed:
-            raise PlanError(
-                f"scale-deployment in namespace {namespace!r}: remediations act only in "
-                f"{', '.join(allowed)} (guards.namespaces)"
-            )
+        namespace = self.allowed_namespace(params.namespace, clients)
         kube = await clients.kube_writer()
         deployment = await kube.get_deployment(namespace, params.deployment)
         current = _replicas(deployment)
