@@ -38,7 +38,7 @@ class SetMaxNumSeqs(Action[SetMaxNumSeqsParams]):
         return PodsTaken(busiest=1)
 
     async def plan(self, params: SetMaxNumSeqsParams, clients: Clients) -> Plan:
-        namespace = params.namespace or clients.settings.kubernetes.namespace
+        namespace = self.allowed_namespace(params.namespace, clients)
         kube = await clients.kube_writer()
         deployment = await kube.get_deployment(namespace, params.deployment)
         try:
