@@ -12,10 +12,10 @@ same with NO_COLOR.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,7 +24,6 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
-from textual.worker import Worker
 
 from oncall.errors import OncallError
 from oncall.redaction import json_terminal_safe
@@ -34,9 +33,7 @@ from oncall.tui.audit_render import COLUMNS, chain_text, record_cells, status_te
 from oncall.tui.banner import banners
 from oncall.tui.tables import cursor_key, leave_filter, new_table
 from oncall.tui.terminal_safe import safe_text
-from oncall.tui.workers import describe
-
-T = TypeVar("T")
+from oncall.tui.workers import ask_in_worker
 
 
 @dataclass
@@ -145,35 +142,11 @@ class AuditScreen(Screen[None]):
 
     # -- workers: they only post messages ---------------------------------------------------
 
-    def _ask(
-        self,
-        group: str,
-        question: Callable[[], Awaitable[T]],
-        answer: Callable[[T | None, str | None], Message],
-    ) -> None:
-        """Ask the source in a worker (it reads in a thread) and post the answer as a message;
-        a newer question of the same group cancels this one."""
-
-        async def work() -> None:
-            try:
-                result = await question()
-            except Exception as exc:  # shown on the screen, never fatal
-                self.post_message(answer(None, describe(exc)))
-            else:
-                self.post_message(answer(result, None))
-
-        # The function, not a coroutine made now: a worker replaced in the same loop step (`r`
-        # twice) is cancelled before it runs, and its coroutine would be dropped never awaited.
-        # (Typed: from a callable alone mypy infers no result type for Textual's WorkType.)
-        _worker: Worker[None] = self.run_worker(
-            work, name=group, group=group, exclusive=True, exit_on_error=False
-        )
-
     def action_reload(self) -> None:
         """`r`: read the records (for the current filter) and verify the chain, both anew."""
         self.list_records()
         self.chain, self.chain_error = None, None
-        self._ask("audit-verify", self.source.verify, AuditVerified)
+        ask_in_worker(self, "audit-verify", self.source.verify, AuditVerified)
         self.show_chain()
 
     def list_records(self) -> None:
@@ -186,7 +159,8 @@ class AuditScreen(Screen[None]):
         self.query_error = None
         self._generation += 1
         generation = self._generation
-        self._ask(
+        ask_in_worker(
+            self,
             "audit-list",
             lambda: self.source.records(query),
             lambda page, error: AuditListed(generation, page, error),
@@ -250,7 +224,8 @@ class AuditScreen(Screen[None]):
         self.details_key = key
         self.query_one("#audit-details", Static).update("reading…")
         self.query_one("#audit-details-pane").add_class("-shown")
-        self._ask(
+        ask_in_worker(
+            self,
             "audit-details",
             lambda: self.source.details(key),
             lambda text, error: AuditDetails(key, text, error),

@@ -16,7 +16,6 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
-from textual.worker import Worker
 
 from oncall.model.incidents import Incident
 from oncall.service.incident_view import IncidentSource, iso
@@ -24,7 +23,7 @@ from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.tables import cursor_key, new_table
 from oncall.tui.terminal_safe import safe_text
-from oncall.tui.workers import describe
+from oncall.tui.workers import ask_in_worker
 
 COLUMNS = (("id", "INCIDENT"), ("state", "STATE"), ("opened", "OPENED (UTC)"),
            ("alerts", "ALERTS"), ("cause", "CAUSE"))  # fmt: skip
@@ -81,17 +80,7 @@ class IncidentsScreen(Screen[None]):
         self.action_reload()
 
     def action_reload(self) -> None:
-        async def work() -> None:
-            try:
-                found = await self.source.recent()
-            except Exception as exc:  # shown on the screen, never fatal
-                self.post_message(IncidentsListed(None, describe(exc)))
-            else:
-                self.post_message(IncidentsListed(found))
-
-        _worker: Worker[None] = self.run_worker(
-            work, name="incidents", group="incidents", exclusive=True, exit_on_error=False
-        )
+        ask_in_worker(self, "incidents", self.source.recent, IncidentsListed)
 
     def on_incidents_listed(self, message: IncidentsListed) -> None:
         self.incidents, self.error = message.incidents, message.error

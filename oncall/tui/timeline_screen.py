@@ -17,7 +17,6 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
-from textual.worker import Worker
 
 from oncall.model.incidents import Incident
 from oncall.service.incident_view import Draft, IncidentSource, iso, ordered
@@ -25,7 +24,7 @@ from oncall.settings import Settings
 from oncall.tui.banner import banners
 from oncall.tui.tables import new_table
 from oncall.tui.terminal_safe import safe_text
-from oncall.tui.workers import describe
+from oncall.tui.workers import ask_in_worker
 
 COLUMNS = (("time", "TIME (UTC)"), ("kind", "WHAT"), ("text", "EVENT"), ("record", "RECORD"))
 _CHAIN = {
@@ -86,17 +85,7 @@ class TimelineScreen(Screen[None]):
         self.action_reload()
 
     def action_reload(self) -> None:
-        async def work() -> None:
-            try:
-                draft = await self.source.draft(self.incident)
-            except Exception as exc:  # shown on the screen, never fatal
-                self.post_message(TimelineRead(None, describe(exc)))
-            else:
-                self.post_message(TimelineRead(draft))
-
-        _worker: Worker[None] = self.run_worker(
-            work, name="timeline", group="timeline", exclusive=True, exit_on_error=False
-        )
+        ask_in_worker(self, "timeline", lambda: self.source.draft(self.incident), TimelineRead)
 
     def on_timeline_read(self, message: TimelineRead) -> None:
         self.draft, self.error = message.draft, message.error

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
+from textual.dom import DOMNode
 from textual.message import Message
+from textual.worker import Worker
 
 from oncall.errors import ConfigError, OncallError
 from oncall.model.alerts import RuleStatus
@@ -21,6 +24,35 @@ from oncall.tui.messages import AlertsFailed, AlertsRefreshed, ChecklistEnded, C
 
 #: The app's `post_message`.
 Post = Callable[[Message], bool]
+
+T = TypeVar("T")
+
+
+def ask_in_worker(
+    node: DOMNode,
+    group: str,
+    question: Callable[[], Awaitable[T]],
+    answer: Callable[[T | None, str | None], Message],
+) -> None:
+    """Ask a source in a worker of `node` (a screen; the source reads in a thread) and post
+    the answer to it as a message — `answer(result, None)`, or `answer(None, why)` when the
+    question raised: shown on the screen, never fatal. A newer question of the same group
+    cancels this one."""
+
+    async def work() -> None:
+        try:
+            result = await question()
+        except Exception as exc:  # shown on the screen, never fatal
+            node.post_message(answer(None, describe(exc)))
+        else:
+            node.post_message(answer(result, None))
+
+    # The function, not a coroutine made now: a worker replaced in the same loop step (`r`
+    # twice) is cancelled before it runs, and its coroutine would be dropped never awaited.
+    # (Typed: from a callable alone mypy infers no result type for Textual's WorkType.)
+    _worker: Worker[None] = node.run_worker(
+        work, name=group, group=group, exclusive=True, exit_on_error=False
+    )
 
 
 async def alerts_loop(
