@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from oncall.alerts.engine import AlertEngine
 from oncall.alerts.loader import load_rule_files
 from oncall.backends.prometheus import PrometheusClient
 from oncall_drill.netutil import free_loopback_port
+from scripts.bench.prometheus_process import answers_ready, launch_prometheus
 
 
 def rule_file(count: int) -> str:
@@ -44,29 +46,12 @@ def start_prometheus(
 ) -> tuple[subprocess.Popen[bytes], str]:
     """A prometheus evaluating `rules` every second (sending its alerts to `alertmanager`,
     host:port, when given); the process and its URL once ready."""
-    port = free_loopback_port()
-    config = directory / "prometheus.yml"
     text = f"global: {{evaluation_interval: 1s}}\nrule_files: [{rules}]\n"
     if alertmanager:
         text += (
             f"alerting: {{alertmanagers: [{{static_configs: [{{targets: [{alertmanager}]}}]}}]}}\n"
         )
-    config.write_text(text)
-    proc = subprocess.Popen(
-        [shutil.which("prometheus") or "prometheus", f"--config.file={config}",
-         f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=1):  # noqa: S310 - loopback
-                return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("prometheus did not start")
+    return launch_prometheus(directory, free_loopback_port(), text, answers_ready)
 
 
 async def measure(url: str, rules_path: Path, refreshes: int) -> dict[str, tuple[float, float]]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from oncall.model.alerts import AlertRule, RuleStatus
 from oncall.service.liveness import LivenessView
 from oncall_drill.netutil import free_loopback_port
 from scripts.bench.loop_time import LoopMeter
+from scripts.bench.prometheus_process import launch_prometheus
 
 KINDS = ("live", "missing", "emptied", "window")
 
@@ -60,32 +60,22 @@ def statuses(count: int) -> list[RuleStatus]:
     ]
 
 
+def scraped_itself(url: str) -> bool:
+    """Whether the prometheus at `url` holds its own request counter (handler labels and all)."""
+    query = f"{url}/api/v1/query?query=prometheus_http_requests_total"
+    with urllib.request.urlopen(query, timeout=1) as answer:  # noqa: S310 - loopback
+        return b'"handler"' in answer.read()
+
+
 def start_prometheus(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A prometheus scraping itself every second; the process and its URL once it has."""
     port = free_loopback_port()
-    config = directory / "prometheus.yml"
-    config.write_text(
+    config = (
         "global: {scrape_interval: 1s}\n"
         f"scrape_configs: [{{job_name: prometheus, static_configs: "
         f"[{{targets: ['127.0.0.1:{port}']}}]}}]\n"
     )
-    proc = subprocess.Popen(
-        [shutil.which("prometheus") or "prometheus", f"--config.file={config}",
-         f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            query = f"{url}/api/v1/query?query=prometheus_http_requests_total"
-            with urllib.request.urlopen(query, timeout=1) as answer:  # noqa: S310 - loopback
-                if b'"handler"' in answer.read():
-                    return proc, url
-        except OSError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("prometheus did not start scraping itself")
+    return launch_prometheus(directory, port, config, scraped_itself, what="start scraping itself")
 
 
 async def measure(url: str, count: int, rounds: int) -> None:

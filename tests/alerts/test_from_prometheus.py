@@ -11,22 +11,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import yaml
 
 from oncall.alerts.loader import load_rule_files
+from tests.alerts.kube_prometheus import (
+    FIXTURES,
+    alerting_groups,
+    every_rule_evaluated,
+    plain_rule_files,
+)
 from tests.cli_runner import run_oncall
 from tests.harness.servers import RunningServer, prometheus_server
 from tests.harness.waiting import wait_until
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "rules" / "kube-prometheus"
-
-
-def _rules(url: str) -> list[dict[str, Any]]:
-    body = httpx.get(f"{url}/api/v1/rules", params={"type": "alert"}, timeout=5).json()
-    groups: list[dict[str, Any]] = body["data"]["groups"]
-    return groups
 
 
 def _states(groups: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
@@ -45,20 +41,14 @@ def _states(groups: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
 @pytest.fixture(scope="module")
 def kube_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Any:
     directory = tmp_path_factory.mktemp("kube-prometheus")
-    files = []
-    for source in sorted(FIXTURES.glob("*.yaml")):
-        target = directory / source.name
-        target.write_text(yaml.safe_dump(yaml.safe_load(source.read_text())["spec"]))
-        files.append(target)
+    files = plain_rule_files(directory)
     with prometheus_server(directory / "prom", rule_files=files) as server:
 
         def evaluated() -> bool:
-            groups = _rules(server.url)
-            rules = [r for g in groups for r in g["rules"]]
-            every = all(not r["lastEvaluation"].startswith("0001") for r in rules)
+            groups = alerting_groups(server.url)
             return (
                 bool(groups)
-                and every
+                and every_rule_evaluated(groups)
                 and _states(groups)[("general.rules", "Watchdog")] == "firing"
             )
 
@@ -76,9 +66,9 @@ def test_every_rule_prometheus_evaluates_is_listed_with_its_state(
     kube_prometheus: RunningServer, tmp_path: Path
 ) -> None:
     config = _settings(tmp_path, kube_prometheus.url)
-    before = _states(_rules(kube_prometheus.url))
+    before = _states(alerting_groups(kube_prometheus.url))
     result = run_oncall("alerts", "-o", "json", "--config", str(config), cwd=tmp_path)
-    after = _states(_rules(kube_prometheus.url))
+    after = _states(alerting_groups(kube_prometheus.url))
     assert result.code == 1, result.stderr  # Watchdog fires
     alerts = json.loads(result.stdout)["alerts"]
     listed = {(a["group"], a["name"]): a for a in alerts}

@@ -18,19 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import yaml
 
 from oncall.alerts.engine import AlertEngine
 from oncall.alerts.loader import load_rule_files
 from oncall.backends.prometheus import PrometheusClient
 from oncall.model.alerts import RuleStatus
 from oncall.model.matchers import Selection
+from tests.alerts.kube_prometheus import alerting_groups, every_rule_evaluated, plain_rule_files
 from tests.harness.servers import RunningServer, prometheus_server
 from tests.harness.waiting import wait_until
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "rules" / "kube-prometheus"
 CLIENT, SERVER = "KubeletClientCertificateExpiration", "KubeletServerCertificateExpiration"
 Active = dict[tuple[str, str], set[frozenset[tuple[str, str]]]]
 
@@ -49,12 +47,6 @@ def _samples(end: int) -> str:
         )
     lines.sort(key=lambda line: (not line.startswith("#"), line.split("{")[0]))
     return "\n".join([*lines, "# EOF", ""])
-
-
-def _groups(url: str) -> list[dict[str, Any]]:
-    body = httpx.get(f"{url}/api/v1/rules", params={"type": "alert"}, timeout=5).json()
-    groups: list[dict[str, Any]] = body["data"]["groups"]
-    return groups
 
 
 def _prometheus_active(groups: list[dict[str, Any]]) -> Active:
@@ -83,18 +75,13 @@ def _ours(statuses: list[RuleStatus]) -> Active:
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, list[Path]]]:
     directory = tmp_path_factory.mktemp("same-name")
-    files = []
-    for source in sorted(FIXTURES.glob("*.yaml")):
-        target = directory / source.name
-        target.write_text(yaml.safe_dump(yaml.safe_load(source.read_text())["spec"]))
-        files.append(target)
+    files = plain_rule_files(directory)
     samples = _samples(int(time.time()) - 5)
     with prometheus_server(directory / "prom", rule_files=files, openmetrics=samples) as server:
 
         def evaluated() -> bool:
-            groups = _groups(server.url)
-            rules = [r for g in groups for r in g["rules"]]
-            done = all(not r["lastEvaluation"].startswith("0001") for r in rules)
+            groups = alerting_groups(server.url)
+            done = every_rule_evaluated(groups)
             active = _prometheus_active(groups) if done else {}
             return done and len(active.get(("kubernetes-system-kubelet", SERVER), ())) == 2
 
@@ -116,7 +103,7 @@ async def test_local_evaluation_and_the_board_agree_with_prometheus_on_every_rul
         # No local rules: every row is one Prometheus alone has (`alerts.from_prometheus`).
         remote = AlertEngine(prom, [], from_prometheus=Selection())
         remote_statuses = await remote.refresh()
-    prometheus = _prometheus_active(_groups(server.url))
+    prometheus = _prometheus_active(alerting_groups(server.url))
     assert len(local.local.states) == 139  # every rule evaluated, pairs included
     assert _ours(local_statuses) == prometheus
     assert _ours(board_statuses) == prometheus

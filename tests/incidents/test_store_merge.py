@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 import redis
@@ -30,14 +32,26 @@ def folding(items: list[Incident], now: float) -> Fold:
     return lambda kept: merge(kept, items, now=now, close_after=300)
 
 
-async def test_two_writers_at_once_keep_every_member(redis_srv: RunningServer) -> None:
-    redis.Redis.from_url(redis_srv.url).flushdb()
-    now = time.time()
-    a = IncidentStore(RedisClient(redis_srv.url, timeout=2))
-    b = IncidentStore(RedisClient(redis_srv.url, timeout=2))
+@asynccontextmanager
+async def two_writers_on_a_seed(
+    url: str, now: float
+) -> AsyncIterator[tuple[IncidentStore, IncidentStore]]:
+    """Two stores (two apps, or two serve replicas) on an emptied Redis, the first having
+    written the incident of one alert, "Seed", at `now`."""
+    redis.Redis.from_url(url).flushdb()
+    a = IncidentStore(RedisClient(url, timeout=2))
+    b = IncidentStore(RedisClient(url, timeout=2))
     try:
         await a.merge(folding(fresh(now, "Seed"), now))
+        yield a, b
+    finally:
+        await a.aclose()
+        await b.aclose()
 
+
+async def test_two_writers_at_once_keep_every_member(redis_srv: RunningServer) -> None:
+    now = time.time()
+    async with two_writers_on_a_seed(redis_srv.url, now) as (a, b):
         # Each writer saw the seed and one alert of its own, each grouped on the same target:
         # both must end in the seed's incident, whatever the interleaving.
         async def writer(store: IncidentStore, name: str) -> None:
@@ -49,19 +63,12 @@ async def test_two_writers_at_once_keep_every_member(redis_srv: RunningServer) -
         assert len(found) == 1
         names = {m.alert for m in found[0].members}
         assert names == {"Seed", *(f"A{n}" for n in range(20)), *(f"B{n}" for n in range(20))}
-    finally:
-        await a.aclose()
-        await b.aclose()
 
 
 async def test_a_stale_read_folds_again(redis_srv: RunningServer) -> None:
     raw = redis.Redis.from_url(redis_srv.url)
-    raw.flushdb()
     now = time.time()
-    a = IncidentStore(RedisClient(redis_srv.url, timeout=2))
-    b = IncidentStore(RedisClient(redis_srv.url, timeout=2))
-    try:
-        await a.merge(folding(fresh(now, "Seed"), now))
+    async with two_writers_on_a_seed(redis_srv.url, now) as (a, b):
         folds: list[int] = []
         other = fresh(now, "Seed", "FromB")
 
@@ -79,9 +86,6 @@ async def test_a_stale_read_folds_again(redis_srv: RunningServer) -> None:
         assert {m.alert for m in written[0].members} == {"Seed", "FromA", "FromB"}
         stored = await b.recent()
         assert {m.alert for m in stored[0].members} == {"Seed", "FromA", "FromB"}
-    finally:
-        await a.aclose()
-        await b.aclose()
 
 
 async def test_a_merge_that_always_loses_is_bounded(redis_srv: RunningServer) -> None:

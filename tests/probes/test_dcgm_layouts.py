@@ -12,18 +12,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import pytest_asyncio
-from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from oncall.backends.dcgm import dcgm_query, devices_from_dcgm
 from oncall.backends.gpu import GpuDevice
 from oncall.model.metrics import Sample
-from tests.drill.gateway.helpers import serve_app
-from tests.harness.servers import prometheus_server
-from tests.probes.dcgm_scraped import Scraped, wait_scraped
+from tests.probes.dcgm_scraped import Scraped, files_scraped
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "dcgm"
 #: prometheus-operator's target labels for the Helm chart's exporter pod.
@@ -171,30 +167,20 @@ def _job(name: str, target: str, path: str, *, honor: bool, suffix: str = "") ->
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def scraped(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Scraped]:
-    app = web.Application()
-    for name in FIXTURE_NAMES:
-        text = (FIXTURES / name).read_text(encoding="utf-8")
-
-        async def serve(_request: web.Request, text: str = text) -> web.Response:
-            return web.Response(text=text, content_type="text/plain")
-
-        app.router.add_get(f"/{name}", serve)
-    async with (
-        serve_app(app) as url,
-        httpx.AsyncClient(trust_env=False, timeout=5) as http,
-    ):
-        target = url.removeprefix("http://")
-        jobs = [
+    def jobs(target: str) -> list[dict[str, Any]]:
+        every = [
             _job(f"dcgm-{i}", target, f"/{name}", honor=False)
             for i, name in enumerate(FIXTURE_NAMES)
         ]
-        jobs.append(_job("dcgm-honor", target, "/helm-default-4.5.3.prom", honor=True, suffix="-h"))
-        with prometheus_server(
-            tmp_path_factory.mktemp("dcgm-layouts"), scrape_configs=jobs
-        ) as prom:
-            yield await wait_scraped(
-                http, prom, "count(up == 1)", len(jobs), what="every fixture scraped"
-            )
+        every.append(
+            _job("dcgm-honor", target, "/helm-default-4.5.3.prom", honor=True, suffix="-h")
+        )
+        return every
+
+    files = {name: FIXTURES / name for name in FIXTURE_NAMES}
+    directory = tmp_path_factory.mktemp("dcgm-layouts")
+    async with files_scraped(directory, files, jobs, what="every fixture scraped") as scraped:
+        yield scraped
 
 
 module_loop = pytest.mark.asyncio(loop_scope="module")

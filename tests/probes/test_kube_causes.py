@@ -8,25 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from oncall.model.checklist_events import StepResult
 from oncall.probes import kube_log_facts
 from oncall.probes.kube_facts import event_facts, pod_facts
-from oncall.service.checklists import load_checked, stream_checklist
-from oncall.settings.model import KubernetesSettings, Settings
-from oncall_drill.kube_sim import KubeSim, SimulatorThread, verbs, write_kubeconfig
+from oncall_drill.kube_sim import KubeSim, SimulatorThread, verbs
 from oncall_drill.kube_sim.resources import DEPLOYMENTS, EVENTS, PODS
-from tests.drill.kube.conftest import PrintingHook
 from tests.harness.waiting import wait_until
+from tests.probes.kube_cluster import NS, ROOT, Cluster, checklist, died_after
 
-NS = "ai"
-ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "fixtures" / "kubernetes"
 MISSING_ENV = (KUBE / "log_previous_missing_env.log").read_bytes()
 BAD_FLAG = (KUBE / "log_previous_bad_flag.log").read_bytes()
@@ -41,35 +34,6 @@ def recorded(name: str) -> Any:
     document = json.loads((KUBE / name).read_text())
     document.pop("_comment", None)
     return document
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[KubeSim, SimulatorThread, Settings, PrintingHook]]:
-    hook = PrintingHook(lambda status: b"INFO Application startup complete.\n")
-    sim = KubeSim(hook=hook, start_delay=0.02, resync=0.1)
-    with SimulatorThread(sim) as server:
-        path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        wait_until(
-            lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2,
-            within=10,
-            what="2 ready pods",
-        )
-        k8s = KubernetesSettings(kubeconfig=path, namespace=NS, timeout=3.0)
-        yield sim, server, Settings(kubernetes=k8s), hook
-
-
-async def checklist(settings: Settings, runbook: str, labels: dict[str, str]) -> dict[str, Any]:
-    """The runbook run live (real probes) for an alert with these labels: step id → result."""
-    compiled = load_checked(ROOT / "runbooks" / runbook, settings)
-    alert = {"name": "test", "state": "firing", "value": 1.0, "labels": labels, "annotations": {}}
-    results: dict[str, StepResult] = {}
-    async for event in stream_checklist(settings, compiled, alert):
-        if isinstance(event, StepResult):
-            results[event.id] = event
-    return {
-        k: {"status": r.status, "summary": r.summary, "proposals": r.proposals}
-        for k, r in results.items()
-    }
 
 
 def _pending(sim: KubeSim, server: SimulatorThread) -> dict[str, Any]:
@@ -91,7 +55,7 @@ def _pending(sim: KubeSim, server: SimulatorThread) -> dict[str, Any]:
 
 
 async def test_the_simulator_leaves_a_pod_pending_as_kube_scheduler_does(
-    cluster: tuple[KubeSim, SimulatorThread, Settings, PrintingHook],
+    cluster: Cluster,
 ) -> None:
     sim, server, _, _ = cluster
     pod = _pending(sim, server)
@@ -134,7 +98,7 @@ def test_the_recorded_pending_pod_reads_as_unscheduled() -> None:
 
 
 async def test_kube_pod_not_ready_names_the_gpu_shortage(
-    cluster: tuple[KubeSim, SimulatorThread, Settings, PrintingHook],
+    cluster: Cluster,
 ) -> None:
     sim, server, settings, _ = cluster
     pod = _pending(sim, server)
@@ -174,19 +138,13 @@ async def test_kube_pod_not_ready_names_the_gpu_shortage(
     ],
 )
 async def test_kube_pod_crash_looping_names_the_last_error_line_of_the_previous_log(
-    cluster: tuple[KubeSim, SimulatorThread, Settings, PrintingHook],
+    cluster: Cluster,
     log: bytes,
     exit_code: int,
     cause: str,
 ) -> None:
-    sim, server, settings, hook = cluster
-    pod = sorted(server.call(lambda: sim.ready_pods(NS)), key=lambda p: p["metadata"]["name"])[0]
-    name = str(pod["metadata"]["name"])
-    hook.logs[pod["status"]["containerStatuses"][0]["containerID"]] = log
-    server.call(lambda: sim.container_exited(NS, name, "vllm", exit_code=exit_code))
-    wait_until(
-        lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2, within=10, what="the restart"
-    )
+    name = died_after(cluster, 0, log, "Error", exit_code)
+    settings = cluster[2]
     labels = {"namespace": NS, "pod": name, "container": "vllm"}
     steps = await checklist(settings, "kube-pod-crash-looping.yaml", labels)
     assert steps["previous_log"]["status"] == "fail"

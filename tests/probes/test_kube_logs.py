@@ -19,11 +19,10 @@ from oncall.probes.context import ProbeContext
 from oncall.probes.kube_facts import pod_facts
 from oncall.probes.kube_logs import PROBES, LogsParams, logs_equivalent
 from oncall.settings.model import KubernetesSettings, Settings
-from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
-from tests.drill.kube.conftest import PrintingHook
+from oncall_drill.kube_sim import KubeSim, SimulatorThread
 from tests.harness.waiting import wait_until
+from tests.probes.kube_cluster import NS, printing_cluster
 
-NS = "ai"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CUDA_OOM_LOG = (FIXTURES / "vllm" / "engine_core_cuda_oom.log").read_bytes()
 PATTERN = "OutOfMemoryError|CUDA out of memory|CUDA error: out of memory"
@@ -43,16 +42,8 @@ def _recorded(status: Mapping[str, Any]) -> bytes:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[KubeSim, SimulatorThread, Settings]]:
-    sim = KubeSim(hook=PrintingHook(_recorded), start_delay=0.02, resync=0.1)
-    with SimulatorThread(sim) as server:
-        path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        wait_until(
-            lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2,
-            within=10,
-            what="2 ready pods",
-        )
-        k8s = KubernetesSettings(kubeconfig=path, namespace=NS, timeout=3.0)
-        yield sim, server, Settings(kubernetes=k8s)
+    with printing_cluster(tmp_path, _recorded) as (sim, server, settings, _):
+        yield sim, server, settings
 
 
 async def run(settings: Settings, **params: Any) -> dict[str, Any]:

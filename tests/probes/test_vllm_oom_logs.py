@@ -7,8 +7,7 @@ driver's out-of-memory wording."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -17,14 +16,9 @@ import yaml
 from oncall.probes import kube_log_facts as facts_of
 from oncall.probes.context import ProbeContext
 from oncall.probes.kube_logs import PROBES
-from oncall.settings.model import KubernetesSettings, Settings
-from oncall_drill.kube_sim import KubeSim, SimulatorThread, write_kubeconfig
-from tests.drill.kube.conftest import PrintingHook
-from tests.harness.waiting import wait_until
-from tests.probes.test_kube_causes import checklist
+from oncall.settings.model import Settings
+from tests.probes.kube_cluster import NS, ROOT, Cluster, checklist, died_after
 
-NS = "ai"
-ROOT = Path(__file__).resolve().parents[2]
 VLLM = ROOT / "fixtures" / "vllm"
 MANY_DEAD = (VLLM / "engine_dead_after_oom_64_requests.log").read_bytes()
 GUARD = (VLLM / "startup_free_memory_guard.log").read_bytes()
@@ -40,40 +34,27 @@ BOTH = (
 )
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[KubeSim, SimulatorThread, Settings, PrintingHook]]:
-    hook = PrintingHook(lambda status: b"INFO Application startup complete.\n")
-    sim = KubeSim(hook=hook, start_delay=0.02, resync=0.1)
-    with SimulatorThread(sim) as server:
-        path = write_kubeconfig(tmp_path / "kubeconfig", server.port, sim.users)
-        wait_until(
-            lambda: len(server.call(lambda: sim.ready_pods(NS))) == 2,
-            within=10,
-            what="2 ready pods",
-        )
-        k8s = KubernetesSettings(kubeconfig=path, namespace=NS, timeout=3.0)
-        yield sim, server, Settings(kubernetes=k8s), hook
+@dataclass(frozen=True)
+class Death:
+    """How a pod's container dies in these tests, and what the checklist must say of it."""
+
+    index: int  # which of the two pods (by name)
+    log: bytes  # what its first container printed
+    reason: str  # how it ended
+    exit_code: int
+    signature: str  # the runbook var whose pattern finds it
+    verdict: str  # the one log step that fails on it
 
 
-def died_after(
-    cluster: tuple[KubeSim, SimulatorThread, Settings, PrintingHook],
-    index: int,
-    log: bytes,
-    reason: str,
-    exit_code: int,
-) -> str:
-    """The index-th pod's container printed `log`, then terminated as `reason`/`exit_code`."""
-    sim, server, _, hook = cluster
-    pod = sorted(server.call(lambda: sim.ready_pods(NS)), key=lambda p: p["metadata"]["name"])[
-        index
-    ]
-    name = str(pod["metadata"]["name"])
-    hook.logs[pod["status"]["containerStatuses"][0]["containerID"]] = log
-    server.call(lambda: sim.container_exited(NS, name, "vllm", reason=reason, exit_code=exit_code))
-    wait_until(
-        lambda: server.call(lambda: len(sim.ready_pods(NS))) == 2, within=10, what="the restart"
-    )
-    return name
+DEATHS = {
+    "oom-while-serving": Death(0, MANY_DEAD, "Completed", 0, "cuda_oom", "gpu_oom"),
+    "start-up-guard": Death(1, GUARD, "Error", 1, "startup_guard", "startup_memory"),
+}
+
+
+def died_of(cluster: Cluster, death: Death) -> str:
+    """The death's pod, once its container died so and was restarted."""
+    return died_after(cluster, death.index, death.log, death.reason, death.exit_code)
 
 
 async def read(settings: Settings, pod: str, pattern: str, tail: int = TAIL) -> dict[str, Any]:
@@ -87,13 +68,28 @@ async def read(settings: Settings, pod: str, pattern: str, tail: int = TAIL) -> 
     return facts
 
 
-async def test_an_oom_while_serving_exits_0_and_is_found_under_64_engine_dead_tracebacks(
-    cluster: tuple[KubeSim, SimulatorThread, Settings, PrintingHook],
-) -> None:
-    name = died_after(cluster, 0, MANY_DEAD, "Completed", 0)
+async def found_by_its_own_signature(cluster: Cluster, death: Death) -> dict[str, Any]:
+    """The death's log read with its own signature, which finds it (the read names how the
+    container ended); the other signature finds nothing, and the one pattern the log steps
+    read with (BOTH) keeps the same line."""
+    (other,) = {"cuda_oom", "startup_guard"} - {death.signature}
+    name = died_of(cluster, death)
     settings = cluster[2]
-    facts = await read(settings, name, VARS["cuda_oom"])
-    assert (facts["terminated_reason"], facts["terminated_exit_code"]) == ("Completed", 0)
+    facts = await read(settings, name, VARS[death.signature])
+    ended = (facts["terminated_reason"], facts["terminated_exit_code"])
+    assert ended == (death.reason, death.exit_code)
+    assert facts["match"] is not None
+    assert (await read(settings, name, VARS[other]))["match"] is None
+    both = await read(settings, name, BOTH)
+    assert both["match"] == facts["match"]
+    assert not re.search(VARS[other], both["match"])
+    return facts
+
+
+async def test_an_oom_while_serving_exits_0_and_is_found_under_64_engine_dead_tracebacks(
+    cluster: Cluster,
+) -> None:
+    facts = await found_by_its_own_signature(cluster, DEATHS["oom-while-serving"])
     assert facts["found"] and not facts["truncated"]
     # Once from the EngineCore's logger, once in the `Process EngineCore:` re-print.
     assert facts["match_count"] == 2
@@ -103,11 +99,6 @@ async def test_an_oom_while_serving_exits_0_and_is_found_under_64_engine_dead_tr
     assert sum("EngineDeadError" in line for line in facts["lines"]) == 65
     # The last error line is the cause, not the last of the requests' EngineDeadErrors.
     assert "torch.OutOfMemoryError" in facts["last_error_line"]
-    guard = await read(settings, name, VARS["startup_guard"])
-    assert guard["match"] is None
-    both = await read(settings, name, BOTH)
-    assert re.search(VARS["cuda_oom"], both["match"])
-    assert not re.search(VARS["startup_guard"], both["match"])
     # The same death without the re-print (older releases; the re-print can come first): the
     # OOM line is 1,000 lines from the end, past a 200-line tail but inside the runbook's.
     text = MANY_DEAD.decode()
@@ -124,21 +115,11 @@ async def test_an_oom_while_serving_exits_0_and_is_found_under_64_engine_dead_tr
     assert "EngineDeadError" in unskipped
 
 
-async def test_the_start_up_memory_guard_is_its_own_verdict(
-    cluster: tuple[KubeSim, SimulatorThread, Settings, PrintingHook],
-) -> None:
-    name = died_after(cluster, 1, GUARD, "Error", 1)
-    settings = cluster[2]
-    guard = await read(settings, name, VARS["startup_guard"])
-    assert (guard["terminated_reason"], guard["terminated_exit_code"]) == ("Error", 1)
-    assert guard["match"] is not None
+async def test_the_start_up_memory_guard_is_its_own_verdict(cluster: Cluster) -> None:
+    guard = await found_by_its_own_signature(cluster, DEATHS["start-up-guard"])
     assert (
         "Free memory on device (61.2/79.19 GiB) on startup is less than desired" in (guard["match"])
     )
-    assert (await read(settings, name, VARS["cuda_oom"]))["match"] is None
-    both = await read(settings, name, BOTH)
-    assert both["match"] == guard["match"]
-    assert not re.search(VARS["cuda_oom"], both["match"])
 
 
 @pytest.mark.parametrize(
@@ -171,21 +152,12 @@ def test_start_up_guards_are_not_cuda_ooms(line: str) -> None:
     assert not re.search(VARS["cuda_oom"], line)
 
 
-#: (pod index, what its first container printed, how it ended, exit code, the failing verdict)
-DEATHS = {
-    "oom-while-serving": (0, MANY_DEAD, "Completed", 0, "gpu_oom"),
-    "start-up-guard": (1, GUARD, "Error", 1, "startup_memory"),
-}
-
-
 @pytest.mark.parametrize("death", sorted(DEATHS))
-async def test_the_checklist_run_live_gives_one_verdict(
-    cluster: tuple[KubeSim, SimulatorThread, Settings, PrintingHook], death: str
-) -> None:
+async def test_the_checklist_run_live_gives_one_verdict(cluster: Cluster, death: str) -> None:
     """LLMOutOfMemory with the real probes: its log steps share one read and each asks which
     signature matched (CEL's RE2 `matches` over the line kube.logs kept)."""
-    index, log, reason, code, failing = DEATHS[death]
-    name = died_after(cluster, index, log, reason, code)
+    name = died_of(cluster, DEATHS[death])
+    failing = DEATHS[death].verdict
     labels = {"namespace": NS, "pod": name, "container": "vllm"}
     steps = await checklist(cluster[2], "LLMOutOfMemory.yaml", labels)
     verdicts = {

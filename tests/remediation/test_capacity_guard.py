@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from oncall.backends.kube_write import KubeWriter
-from oncall.model.write_path import Plan, Preview, Target
+from oncall.model.write_path import GuardVerdict, Plan, Preview, Target
 from oncall.remediation.actions.rebuild_pod import ACTION as REBUILD
 from oncall.remediation.capacity_guard import overridable, preview_verdict, recheck_verdict
 from oncall.remediation.clients import Clients
@@ -196,6 +196,25 @@ async def preview_of(c: Clients) -> Preview:
     return overridable(Preview(PLAN, None, (verdict,)))
 
 
+def recheck(url: str, preview: Preview) -> GuardVerdict | None:
+    """The guard's re-check before the write, reading the Prometheus at `url`."""
+    return asyncio.run(recheck_verdict(REBUILD, PLAN, clients(url), preview))
+
+
+def load_of_a_changes(
+    metrics: MetricsServer, url: str, load: tuple[int, int, float, float]
+) -> None:
+    """vllm-a's /metrics now says `exposition(*load)` (running, waiting, KV-cache usage,
+    preemptions): after the preview; until Prometheus holds its running sequences."""
+    running = load[0]
+    metrics.set("vllm-a", exposition(*load))
+    wait_until(
+        lambda: seen(url, "vllm-a", "vllm:num_requests_running", running),
+        within=30,
+        what=f"vllm-a's new load ({running} running) scraped",
+    )
+
+
 def test_load_doubling_after_the_preview_is_refused(metrics: MetricsServer, tmp_path: Path) -> None:
     metrics.set("vllm-a", exposition(10, 0, 0.3, 0))
     for other in PODS[1:]:
@@ -209,16 +228,11 @@ def test_load_doubling_after_the_preview_is_refused(metrics: MetricsServer, tmp_
         assert shown.detail["time_to_ready_s"] == 90 and shown.detail["grace_period_s"] == 30
 
         # Unchanged: the re-check passes.
-        again = asyncio.run(recheck_verdict(REBUILD, PLAN, clients(prom.url), preview))
+        again = recheck(prom.url, preview)
         assert again is not None and again.ok
 
-        metrics.set("vllm-a", exposition(20, 2, 0.6, 0))  # 22 sequences: more than 1.5 x 10
-        wait_until(
-            lambda: seen(prom.url, "vllm-a", "vllm:num_requests_running", 20),
-            within=30,
-            what="the doubled load scraped",
-        )
-        later = asyncio.run(recheck_verdict(REBUILD, PLAN, clients(prom.url), preview))
+        load_of_a_changes(metrics, prom.url, (20, 2, 0.6, 0))  # 22 sequences: more than 1.5 x 10
+        later = recheck(prom.url, preview)
         assert later is not None and not later.ok and later.override is None
         assert "grew from 10 to 22 sequences" in later.reason
 
@@ -236,16 +250,11 @@ def test_an_override_does_not_carry_over_to_a_grown_load(
         assert not shown.ok and shown.override == "override capacity"
         assert preview.refusal is None  # the phrase, not a hard refusal, stands in the way
         assert preview.plan.confirm_word == "override capacity vllm-a"
-        same = asyncio.run(recheck_verdict(REBUILD, PLAN, clients(prom.url), preview))
+        same = recheck(prom.url, preview)
         assert same is not None and same.ok and same.detail["overridden"] is True
 
-        metrics.set("vllm-a", exposition(16, 10, 0.99, 5))
-        wait_until(
-            lambda: seen(prom.url, "vllm-a", "vllm:num_requests_running", 16),
-            within=30,
-            what="the grown load scraped",
-        )
-        grown = asyncio.run(recheck_verdict(REBUILD, PLAN, clients(prom.url), preview))
+        load_of_a_changes(metrics, prom.url, (16, 10, 0.99, 5))
+        grown = recheck(prom.url, preview)
         assert grown is not None and not grown.ok and grown.override is None
 
 

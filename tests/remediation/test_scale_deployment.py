@@ -47,6 +47,13 @@ def verdicts(p: Plan) -> dict[str, tuple[bool, str]]:
     return {v.guard: (v.ok, v.reason) for v in p.checks}
 
 
+def refusal(p: Plan, guard: str) -> str:
+    """Why `guard` refused plan `p` (it must have refused)."""
+    ok, reason = verdicts(p)[guard]
+    assert not ok, reason
+    return reason
+
+
 async def test_up_with_a_free_gpu_is_verified_when_the_new_pod_is_ready(drill: Cluster) -> None:
     drill.ready_pods(2)
     async with clients(drill) as c:
@@ -72,9 +79,7 @@ async def test_up_without_a_free_gpu_is_refused_with_the_reason(drill: Cluster) 
         ok, seen = await run(c, await plan(c, 4))
         assert ok, seen
         p = await plan(c, 5)
-    ok, reason = verdicts(p)["node-fit"]
-    assert not ok
-    assert reason == "no node has 1 free nvidia.com/gpu: 0 of 4 free on 1 node"
+    assert refusal(p, "node-fit") == "no node has 1 free nvidia.com/gpu: 0 of 4 free on 1 node"
 
 
 async def test_pods_already_pending_are_counted(drill: Cluster) -> None:
@@ -90,9 +95,7 @@ async def test_pods_already_pending_are_counted(drill: Cluster) -> None:
 
         wait_until(placed, within=10, what="4 pods bound and 1 Pending")
         p = await plan(c, 6)
-    ok, reason = verdicts(p)["node-fit"]
-    assert not ok
-    assert reason.startswith(
+    assert refusal(p, "node-fit").startswith(
         "no node has 1 free nvidia.com/gpu: 0 of 4 free on 1 node; counting 1 pod(s) of it "
         "Pending already (vllm-"
     )
@@ -135,9 +138,7 @@ async def test_an_hpa_refuses_by_default_and_is_named(drill: Cluster) -> None:
     autoscaling(drill).create_namespaced_horizontal_pod_autoscaler(NS, hpa(2, 4))
     async with clients(drill) as c:
         p = await plan(c, 3)
-    ok, reason = verdicts(p)["hpa"]
-    assert not ok
-    assert reason.startswith(
+    assert refusal(p, "hpa").startswith(
         "HorizontalPodAutoscaler ai/vllm scales this Deployment (minReplicas 2, "
         "maxReplicas 4); guards.scale_with_hpa is refuse"
     )

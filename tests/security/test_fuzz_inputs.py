@@ -12,6 +12,7 @@ pointed at with HOSTILE_CORPUS=DIR: each file goes through all three loaders.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,6 +37,19 @@ settings.register_profile(
 )
 FUZZ = settings.get_profile("oncall-security")
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _corpus() -> list[Path]:
+    folder = os.environ.get("HOSTILE_CORPUS")
+    return sorted(p for p in Path(folder).rglob("*") if p.is_file()) if folder else []
+
+
+def over_hostile_corpus(test: Callable[[Path], None]) -> Callable[[Path], None]:
+    """`test(path)` once per file of the corpus HOSTILE_CORPUS names; skipped without one."""
+    files = _corpus()
+    skipped = pytest.mark.skipif(not files, reason="HOSTILE_CORPUS names no folder of files")
+    return pytest.mark.parametrize("path", files, ids=str)(skipped(test))
+
 
 HOSTILE_TOKENS = [
     "&a ", "*a", "&b [*a, *a, *a, *a]", "<<: *a\n", "!!python/object:os.system ", "!!int ",
@@ -214,13 +228,7 @@ def test_command_lines(
     assert "Traceback" not in ran.output and "internal error" not in ran.output, ran.output
 
 
-def _corpus() -> list[Path]:
-    folder = os.environ.get("HOSTILE_CORPUS")
-    return sorted(p for p in Path(folder).rglob("*") if p.is_file()) if folder else []
-
-
-@pytest.mark.skipif(not _corpus(), reason="HOSTILE_CORPUS names no folder of files")
-@pytest.mark.parametrize("path", _corpus(), ids=str)
+@over_hostile_corpus
 def test_hostile_corpus(path: Path) -> None:
     _check_settings(path)
     _check_runbook(path)

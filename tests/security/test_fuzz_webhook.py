@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
-import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import given
 from hypothesis import strategies as st
 
 from oncall.serve.payload import _CONTROL, PayloadError, parse
-from tests.security.test_fuzz_inputs import FUZZ, HOSTILE_TOKENS, structures
+from tests.security.test_fuzz_inputs import FUZZ, HOSTILE_TOKENS, over_hostile_corpus, structures
 
 REPO = Path(__file__).resolve().parents[2]
 REAL = (REPO / "fixtures/alertmanager/webhook-firing.json").read_text(encoding="utf-8")
@@ -82,13 +80,7 @@ def test_webhook_bodies(body: bytes) -> None:
     _check(body)
 
 
-def _corpus() -> list[Path]:
-    folder = os.environ.get("HOSTILE_CORPUS")
-    return sorted(p for p in Path(folder).rglob("*") if p.is_file()) if folder else []
-
-
-@pytest.mark.skipif(not _corpus(), reason="HOSTILE_CORPUS names no folder of files")
-@pytest.mark.parametrize("path", _corpus(), ids=str)
+@over_hostile_corpus
 def test_hostile_corpus_as_webhook_body(path: Path) -> None:
     _check(path.read_bytes()[: 2 << 20])
 

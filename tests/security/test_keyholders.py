@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from oncall.remediation.executor import Remediator
 from oncall.remediation.two_person import TwoPersonRule
 from oncall.settings import Settings
 from oncall.settings.model import AuditSettings
+from oncall_drill.kube_sim.kubeconfig import PEER_CONTEXT
 from tests.cli_runner import run_oncall
 from tests.drill.kube.conftest import NS, Cluster
 from tests.harness.servers import RunningServer
@@ -55,6 +58,40 @@ async def _set_level(settings: Settings, level: str) -> Any:
     async with Remediator.from_settings(settings) as remediator:
         plan = await remediator.plan("set-degradation-level", {"level": level})
         return await remediator.run(plan, _yes)
+
+
+def _two_person_settings(
+    drill: Cluster, redis_url: str, log: Path, context: str | None = None
+) -> Settings:
+    """rebuild-pod under the two-person rule, audited to `log`, acting with the kubeconfig's
+    `context` (None: its current one, the operator's)."""
+    kube: dict[str, Any] = {"kubeconfig": str(drill.kubeconfig), "namespace": NS}
+    if context:
+        kube["context"] = context
+    return Settings.model_validate({
+        "kubernetes": kube, "redis": {"url": redis_url},
+        "audit": {"path": str(log), "kube_events": False},
+        "guards": {"two_person": ["rebuild-pod"]},
+    })  # fmt: skip
+
+
+@asynccontextmanager
+async def requester_and_peer(
+    drill: Cluster, redis_url: str, tmp_path: Path
+) -> AsyncIterator[tuple[Remediator, Remediator]]:
+    """The requester (identified: its person known) on the operator's Kubernetes identity,
+    and the peer who approves on another (PEER_CONTEXT); each audits to its own log in
+    tmp_path, `requester.jsonl` and `peer.jsonl`."""
+    async with (
+        Remediator.from_settings(
+            _two_person_settings(drill, redis_url, tmp_path / "requester.jsonl")
+        ) as requester,
+        Remediator.from_settings(
+            _two_person_settings(drill, redis_url, tmp_path / "peer.jsonl", PEER_CONTEXT)
+        ) as peer,
+    ):
+        await requester.identify()
+        yield requester, peer
 
 
 # --- item 1: one person approves their own action -------------------------------------------
@@ -110,29 +147,13 @@ async def test_the_approver_is_shown_the_live_target_not_what_the_requester_stor
     looking preview of a harmful action) is refused; the stored preview is never shown."""
     first, second = (pod.metadata.name for pod in drill.ready_pods(2))
 
-    def settings(name: str, context: str | None) -> Settings:
-        kube: dict[str, Any] = {"kubeconfig": str(drill.kubeconfig), "namespace": NS}
-        if context:
-            kube["context"] = context
-        return Settings.model_validate({
-            "kubernetes": kube, "redis": {"url": redis_url},
-            "audit": {"path": str(tmp_path / f"{name}.jsonl"), "kube_events": False},
-            "guards": {"two_person": ["rebuild-pod"]},
-        })  # fmt: skip
-
-    from oncall_drill.kube_sim.kubeconfig import PEER_CONTEXT
-
     shown: list[str] = []
 
     async def typed(preview: str, _word: str) -> bool:
         shown.append(preview)
         return True
 
-    async with (
-        Remediator.from_settings(settings("requester", None)) as requester,
-        Remediator.from_settings(settings("peer", PEER_CONTEXT)) as peer,
-    ):
-        await requester.identify()
+    async with requester_and_peer(drill, redis_url, tmp_path) as (requester, peer):
         harmless = await requester.plan("rebuild-pod", {"pod": first})
         harmful = await requester.plan("rebuild-pod", {"pod": second})
         rule = requester.guards.two_person
@@ -217,28 +238,12 @@ async def test_approvals_and_refusals_reach_the_stream_and_verify(
     """Item 5: the approver's records (an approval, and a refusal of an unknown id) are in
     the team Stream: the approver's `audit verify` is OK, not "written by hand"; the unknown
     id is audited (it exited 2 with nothing recorded)."""
-    from oncall_drill.kube_sim.kubeconfig import PEER_CONTEXT
-
     pod = drill.ready_pods(2)[0].metadata.name
-
-    def settings(name: str, context: str | None) -> Settings:
-        kube: dict[str, Any] = {"kubeconfig": str(drill.kubeconfig), "namespace": NS}
-        if context:
-            kube["context"] = context
-        return Settings.model_validate({
-            "kubernetes": kube, "redis": {"url": redis_url},
-            "audit": {"path": str(tmp_path / f"{name}.jsonl"), "kube_events": False},
-            "guards": {"two_person": ["rebuild-pod"]},
-        })  # fmt: skip
 
     async def typed(_preview: str, _word: str) -> bool:
         return True
 
-    async with (
-        Remediator.from_settings(settings("requester", None)) as requester,
-        Remediator.from_settings(settings("peer", PEER_CONTEXT)) as peer,
-    ):
-        await requester.identify()
+    async with requester_and_peer(drill, redis_url, tmp_path) as (requester, peer):
         plan = await requester.plan("rebuild-pod", {"pod": pod})
         rule = requester.guards.two_person
         await rule.request("ok-1", plan.action, plan.target.label, requester.person,

@@ -9,6 +9,7 @@ Each serve runs `python -m oncall serve` with its own `oncall.yaml` and the test
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import socket
 import sys
@@ -72,9 +73,10 @@ class Serve:
         return total
 
 
-def _healthy(url: str) -> bool:
+def _answers_ok(url: str) -> bool:
+    """Whether a GET of `url` answers 200 (the readiness of the processes started here)."""
     try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        return httpx.get(url, timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -109,7 +111,8 @@ def serve_process(directory: Path, **kwargs: Any) -> Iterator[Serve]:
     argv = [sys.executable, "-m", "oncall", "serve", "--config", str(config)]
     url = f"http://127.0.0.1:{port}"
     log = directory / "serve.log"
-    with serving(argv, log, lambda: _healthy(url), timeout=30, what="oncall serve") as proc:
+    healthy = functools.partial(_answers_ok, f"{url}/healthz")
+    with serving(argv, log, healthy, timeout=30, what="oncall serve") as proc:
         yield Serve(url, port, log, proc, f"{url}/alertmanager/webhook")
 
 
@@ -152,13 +155,7 @@ def sink(tmp_path: Path) -> Iterator[Sink]:
         str(file),
     ]
     url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"{url}/messages", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
+    ready = functools.partial(_answers_ok, f"{url}/messages")
     with serving(argv, tmp_path / "sink.log", ready, timeout=30, what="the notify sink"):
         yield Sink(url, file)
 

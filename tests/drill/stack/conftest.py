@@ -95,3 +95,13 @@ def drill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drill]:
         yield running
     finally:
         run_oncall("drill", "down", "--dir", str(directory), timeout=60)
+
+
+@pytest.fixture
+def light(drill: Drill) -> None:
+    """The drill with no replica saturated, for a test that takes an action: an earlier test's
+    `kv-cache-pressure` would make the capacity guard refuse it (`wait_light`)."""
+    # Imported here: the helpers import Drill from this module.
+    from tests.drill.stack.remediation_helpers import wait_light
+
+    wait_light(drill)

@@ -1,5 +1,6 @@
 """Shared helpers of the remediation tests: run `oncall remediate` on a terminal against the
-drill with a test's own audit log, and read the cluster, Redis and the log back."""
+drill with a test's own audit log, and read the cluster, Redis and the log back. And of the
+tests of the app against the drill: its settings, and the app running while faults are on."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import json
 import re
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+
+from textual.pilot import Pilot
 
 from oncall.backends.kube_write import KubeWriter
 from oncall.settings import Settings
 from oncall.settings.loader import load_settings
+from oncall.tui.app import OncallApp
 from tests.drill.stack.conftest import Drill
 from tests.harness.terminal import TerminalRun, run_on_terminal
 from tests.harness.waiting import wait_until
@@ -35,6 +40,22 @@ def app_settings(drill: Drill, audit: Path) -> Settings:
         update={"audit": base.audit.model_copy(update={"path": audit}),
                 "guards": base.guards.model_copy(update={"rate_limit_actions": 100})}
     )  # fmt: skip
+
+
+@asynccontextmanager
+async def app_on_faults(
+    drill: Drill, settings: Settings, *faults: str, size: tuple[int, int] = (120, 40)
+) -> AsyncIterator[tuple[OncallApp, Pilot[Any]]]:
+    """The app on Textual's headless terminal, the drill's `faults` injected (in that order)
+    once it runs, and every fault cleared on the way out, before the app stops."""
+    app = OncallApp(settings)
+    async with app.run_test(size=size) as pilot:
+        for fault in faults:
+            await asyncio.to_thread(drill.cli, "inject", fault)
+        try:
+            yield app, pilot
+        finally:
+            await asyncio.to_thread(drill.cli, "clear")
 
 
 def remediate(

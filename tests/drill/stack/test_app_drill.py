@@ -9,19 +9,17 @@ The board's state is polled (bounded): a refresh happens every `alerts.refresh`.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import redis
 from textual.widgets import Input
 
-from oncall.tui.app import OncallApp
 from oncall.tui.audit_screen import AuditScreen
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.format import SPARK_LEVELS
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
-from tests.drill.stack.remediation_helpers import app_settings, records
+from tests.drill.stack.remediation_helpers import app_on_faults, app_settings, records
 from tests.harness.pilot import static_text
 from tests.harness.waiting import until
 
@@ -32,10 +30,8 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
     audit = tmp_path / "audit.jsonl"
     settings = app_settings(drill, audit)
     key = settings.degradation.redis_key
-    app = OncallApp(settings)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await asyncio.to_thread(drill.cli, "inject", "gateway-unavailable")
-        try:
+    try:
+        async with app_on_faults(drill, settings, "gateway-unavailable") as (app, pilot):
             # Firing, and its checklist ran by itself: findings on the board, nobody opened it.
             def findings_on_board() -> bool:
                 status = app.book.statuses.get(ALERT)
@@ -125,11 +121,10 @@ async def test_from_a_tripped_alert_to_a_verified_remediation(drill: Drill, tmp_
             assert ("verified", "set-degradation-level") in shown
             assert screen.chain is not None and screen.chain.ok and not screen.chain.incomplete
             assert "chain intact" in static_text(app, "#audit-chain")
-        finally:
-            await asyncio.to_thread(drill.cli, "clear")
-            url = drill.state["urls"]["redis"]
-            with redis.Redis.from_url(url, decode_responses=True) as client:
-                client.set(key, "0")
+    finally:
+        url = drill.state["urls"]["redis"]
+        with redis.Redis.from_url(url, decode_responses=True) as client:
+            client.set(key, "0")
     transitions = [r["transition"] for r in records(audit)]
     assert transitions == ["proposed", "approved", "started", "succeeded", "verified"]
     assert records(audit)[0]["alert"]["name"] == ALERT

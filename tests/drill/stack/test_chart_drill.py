@@ -30,13 +30,13 @@ from oncall.backends.prometheus import PrometheusClient
 from oncall.model.chart import ChartData
 from oncall.service.alerts import load_packs
 from oncall.service.charts import value_expr
-from oncall.tui.app import OncallApp
 from oncall.tui.chart import ChartView
 from oncall.tui.chart_panel import AlertChart
 from oncall.tui.confirm import ConfirmScreen
 from oncall.tui.incident import IncidentScreen
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import (
+    app_on_faults,
     app_settings,
     as_asked,
     drill_settings,
@@ -103,10 +103,8 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
     await eventually(
         lambda: healthy_history(drill), within=180, what="a minute of healthy P99 in Prometheus"
     )
-    app = OncallApp(settings)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await asyncio.to_thread(drill.cli, "inject", "kv-cache-pressure")
-        try:
+    try:
+        async with app_on_faults(drill, settings, "kv-cache-pressure") as (app, pilot):
 
             def firing() -> bool:
                 status = app.book.statuses.get(ALERT)
@@ -310,15 +308,14 @@ async def test_the_chart_shows_the_crossing_and_follows_the_remediation(
             later_kv = [round(v, 3) for ts, v in kv_after.points if ts > verified_at]
             print(f"KV usage judged {judged:.3f}, charted up to {max(finite(kv)):.3f}")
             print(f"after the remediation: P99 {later_p99}, KV usage {later_kv}")
-        finally:
-            await asyncio.to_thread(drill.cli, "clear")
-            # `clear` leaves the Deployment as the remediation made it: put --max-num-seqs
-            # back, so the drill tests after this one (one shared drill) start from 256.
-            back = await asyncio.to_thread(
-                remediate, drill, tmp_path / "restore-audit.jsonl", "set-max-num-seqs", "vllm",
-                "256", answers=[("to confirm", as_asked("vllm"))],
-            )  # fmt: skip
-            # Already 256 when the test failed before its remediation: the state wanted.
-            assert back.code == 0 or "is already 256" in back.output, back.output
+    finally:
+        # `clear` leaves the Deployment as the remediation made it: put --max-num-seqs
+        # back, so the drill tests after this one (one shared drill) start from 256.
+        back = await asyncio.to_thread(
+            remediate, drill, tmp_path / "restore-audit.jsonl", "set-max-num-seqs", "vllm",
+            "256", answers=[("to confirm", as_asked("vllm"))],
+        )  # fmt: skip
+        # Already 256 when the test failed before its remediation: the state wanted.
+        assert back.code == 0 or "is already 256" in back.output, back.output
     transitions = [r["transition"] for r in records(audit)]
     assert transitions[-1] == "verified"

@@ -22,15 +22,10 @@ from tests.drill.stack.remediation_helpers import (
     remediate,
     transitions,
     vllm_pods,
-    wait_light,
 )
 
-
-@pytest.fixture(autouse=True)
-def _light(drill: Drill) -> None:
-    """Each test starts on a drill whose replicas are not saturated: an earlier test's
-    `kv-cache-pressure` would make the capacity guard refuse what these tests take."""
-    wait_light(drill)
+#: Each test starts on a drill whose replicas are not saturated.
+pytestmark = pytest.mark.usefixtures("light")
 
 
 DONE = ["proposed", "approved", "started", "succeeded", "verified"]

@@ -21,22 +21,18 @@ from tests.cli_runner import run_oncall
 from tests.drill.stack.conftest import Drill
 from tests.drill.stack.remediation_helpers import (
     NS,
+    app_settings,
     drill_settings,
     kube_call,
     ready_pod,
     records,
     remediate,
     transitions,
-    wait_light,
 )
 from tests.harness.terminal import run_on_terminal
 
-
-@pytest.fixture(autouse=True)
-def _light(drill: Drill) -> None:
-    """Each test starts on a drill whose replicas are not saturated: an earlier test's
-    `kv-cache-pressure` would make the capacity guard refuse what these tests take."""
-    wait_light(drill)
+#: Each test starts on a drill whose replicas are not saturated.
+pytestmark = pytest.mark.usefixtures("light")
 
 
 def pod_uid(drill: Drill, name: str) -> str | None:
@@ -140,12 +136,8 @@ def test_a_lease_held_by_another_operator_refuses_and_names_them(
 
 
 async def test_two_operators_at_once_exactly_one_acts(drill: Drill, tmp_path: Path) -> None:
-    settings = drill_settings(drill)
+    settings = app_settings(drill, tmp_path / "audit.jsonl")
     key = settings.degradation.redis_key
-    settings = settings.model_copy(
-        update={"audit": settings.audit.model_copy(update={"path": tmp_path / "audit.jsonl"}),
-                "guards": settings.guards.model_copy(update={"rate_limit_actions": 100})}
-    )  # fmt: skip
     async with (
         Remediator.from_settings(settings) as alice,
         Remediator.from_settings(settings) as bob,
