@@ -68,23 +68,10 @@ class AuditScreen(Screen[None]):
     HELP_TITLE: ClassVar[str] = "audit"
 
     DEFAULT_CSS = """
-    #audit-title, #audit-status {
-        height: 1;
-        padding: 0 1;
-        color: $text-muted;
-    }
-    #audit-records {
-        height: 1fr;
-    }
     #audit-details-pane {
         display: none;
         height: 1fr;
         border-top: solid $border-blurred;
-        padding: 0 1;
-    }
-    #audit-chain {
-        height: auto;
-        max-height: 3;
         padding: 0 1;
     }
     #audit-filter {
@@ -121,12 +108,14 @@ class AuditScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
-        yield Static("audit log · reading…", id="audit-title", markup=False)
-        yield new_table("audit-records", COLUMNS)
+        yield Static("audit log · reading…", id="audit-title", classes="screen-line", markup=False)
+        yield new_table("audit-records", COLUMNS, classes="screen-table")
         with VerticalScroll(id="audit-details-pane"):
             yield Static(id="audit-details", markup=False)
-        yield Static("… verifying the chain", id="audit-chain", markup=False)
-        yield Static("", id="audit-status", markup=False)
+        yield Static(
+            "… verifying the chain", id="audit-chain", classes="screen-notes", markup=False
+        )
+        yield Static("", id="audit-status", classes="screen-line", markup=False)
         yield Input(placeholder="filter: words, since:1h", id="audit-filter")
         yield Footer()
 

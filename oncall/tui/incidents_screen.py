@@ -14,13 +14,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from oncall.model.incidents import Incident
 from oncall.service.incident_view import IncidentSource, iso
 from oncall.settings import Settings
 from oncall.tui.banner import banners
+from oncall.tui.source_screen import SourceScreen, reload_and_back
 from oncall.tui.tables import cursor_key, new_table
 from oncall.tui.terminal_safe import safe_text
 from oncall.tui.workers import ask_in_worker
@@ -39,26 +39,15 @@ def _clock(ts: float) -> str:
     return iso(ts).replace("T", " ").removesuffix("Z")
 
 
-class IncidentsScreen(Screen[None]):
+class IncidentsScreen(SourceScreen):
     """Every incident of the team: id, open or closed, when it opened, its alerts, its cause."""
 
     HELP_TITLE: ClassVar[str] = "incidents"
-
-    DEFAULT_CSS = """
-    #incidents-title, #incidents-status {
-        height: 1;
-        padding: 0 1;
-        color: $text-muted;
-    }
-    #incidents-list {
-        height: 1fr;
-    }
-    """
+    TABLE: ClassVar[str] = "incidents-list"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Timeline", id="incidents.open"),
-        Binding("r", "reload", "Reload", id="incidents.reload"),
-        Binding("escape", "back", "Back", id="incidents.back"),
+        *reload_and_back("incidents"),
     ]
 
     def __init__(self, settings: Settings, source: IncidentSource) -> None:
@@ -70,14 +59,12 @@ class IncidentsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
-        yield Static("incidents · reading…", id="incidents-title", markup=False)
-        yield new_table("incidents-list", COLUMNS)
-        yield Static("", id="incidents-status", markup=False)
+        yield Static(
+            "incidents · reading…", id="incidents-title", classes="screen-line", markup=False
+        )
+        yield new_table(self.TABLE, COLUMNS, classes="screen-table")
+        yield Static("", id="incidents-status", classes="screen-line", markup=False)
         yield Footer()
-
-    def on_mount(self) -> None:
-        self.query_one("#incidents-list", DataTable).focus()
-        self.action_reload()
 
     def action_reload(self) -> None:
         ask_in_worker(self, "incidents", self.source.recent, IncidentsListed)
@@ -114,6 +101,3 @@ class IncidentsScreen(Screen[None]):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self._open(event.row_key.value if isinstance(event.row_key.value, str) else None)
-
-    def action_back(self) -> None:
-        self.dismiss()

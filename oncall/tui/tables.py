@@ -27,10 +27,12 @@ def new_table(
     table_id: str,
     columns: Iterable[tuple[str, str]],
     kind: type[DataTable[Text]] = DataTable,
+    *,
+    classes: str | None = None,
 ) -> DataTable[Text]:
     """A row-cursor table with these (column key, header) columns; `kind` a subclass of
     DataTable (the board's `CellBatchTable`)."""
-    table = kind(id=table_id, cursor_type="row")
+    table = kind(id=table_id, cursor_type="row", classes=classes)
     # Private attributes of the pinned Textual (8.2.8); tests/tui/test_collector.py checks
     # that they are still there.
     table._cell_render_cache = LRUCache(CELL_CACHE)

@@ -13,15 +13,15 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from oncall.model.incidents import Incident
 from oncall.service.incident_view import Draft, IncidentSource, iso, ordered
 from oncall.settings import Settings
 from oncall.tui.banner import banners
+from oncall.tui.source_screen import SourceScreen, reload_and_back
 from oncall.tui.tables import new_table
 from oncall.tui.terminal_safe import safe_text
 from oncall.tui.workers import ask_in_worker
@@ -41,26 +41,12 @@ class TimelineRead(Message):
     error: str | None = None
 
 
-class TimelineScreen(Screen[None]):
+class TimelineScreen(SourceScreen):
     """One incident's timeline, oldest first."""
 
     HELP_TITLE: ClassVar[str] = "timeline"
-
-    DEFAULT_CSS = """
-    #timeline-meta, #timeline-chain {
-        height: auto;
-        max-height: 3;
-        padding: 0 1;
-    }
-    #timeline-events {
-        height: 1fr;
-    }
-    """
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "reload", "Reload", id="timeline.reload"),
-        Binding("escape", "back", "Back", id="timeline.back"),
-    ]
+    TABLE: ClassVar[str] = "timeline-events"
+    BINDINGS: ClassVar[list[BindingType]] = [*reload_and_back("timeline")]
 
     def __init__(self, settings: Settings, source: IncidentSource, incident: Incident) -> None:
         super().__init__()
@@ -75,14 +61,11 @@ class TimelineScreen(Screen[None]):
         closed = self.incident.closed_at
         state = "ongoing" if closed is None else f"closed {iso(closed)}"
         meta = f"{self.incident.id} · {state} · {self.incident.explanation}"
-        yield Static(safe_text(meta), id="timeline-meta", markup=False)
-        yield new_table("timeline-events", COLUMNS)
-        yield Static("… reading the timeline", id="timeline-chain", markup=False)
+        yield Static(safe_text(meta), id="timeline-meta", classes="screen-notes", markup=False)
+        yield new_table(self.TABLE, COLUMNS, classes="screen-table")
+        chain = "… reading the timeline"
+        yield Static(chain, id="timeline-chain", classes="screen-notes", markup=False)
         yield Footer()
-
-    def on_mount(self) -> None:
-        self.query_one("#timeline-events", DataTable).focus()
-        self.action_reload()
 
     def action_reload(self) -> None:
         ask_in_worker(self, "timeline", lambda: self.source.draft(self.incident), TimelineRead)
@@ -102,6 +85,3 @@ class TimelineScreen(Screen[None]):
         lines = [_CHAIN.get(self.draft.chain.status, self.draft.chain.status)]
         lines += [f"incomplete: {gap}" for gap in self.draft.gaps]
         chain.update(safe_text("\n".join(lines)))
-
-    def action_back(self) -> None:
-        self.dismiss()
