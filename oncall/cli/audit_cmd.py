@@ -24,13 +24,13 @@ The log is read through `oncall.service.audit_view.LiveAudit`, as the app's audi
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from oncall.cli.lazy_parser import add_lazy_command
 from oncall.errors import EXIT_FOUND, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, UsageError
 from oncall.redaction import json_terminal_safe, terminal_safe
 
@@ -43,11 +43,8 @@ TABLE_WIDTHS = {"CONTEXT": 20, "TARGET": 40, "ALERT": 28, "OUTCOME": 40}
 def register(commands: Any, global_options: Callable[..., None]) -> None:
     # `--action`'s choices are the registry's names (pydantic models): the sub-parsers are
     # built only when `audit` is the command (oncall/cli/lazy_parser.py).
-    commands.add_parser(
-        "audit",
-        help="list, show, verify and export the audit log",
-        populate=functools.partial(_populate, global_options=global_options),
-    )
+    help_text = "list, show, verify and export the audit log"
+    add_lazy_command(commands, "audit", help_text, _populate, global_options)
 
 
 def _populate(audit: argparse.ArgumentParser, global_options: Callable[..., None]) -> None:

@@ -12,10 +12,25 @@ usage, which only happens when its command was named on the command line. The to
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 Populate = Callable[[argparse.ArgumentParser], None]
+
+
+def add_lazy_command(
+    commands: Any,
+    name: str,
+    help_text: str,
+    populate: Callable[..., None],
+    global_options: Callable[..., None],
+) -> None:
+    """Add the command `name` to the `commands` sub-parsers, its arguments added by
+    `populate(parser, global_options=...)` only when it is the command named."""
+    commands.add_parser(
+        name, help=help_text, populate=functools.partial(populate, global_options=global_options)
+    )
 
 
 class LazyParser(argparse.ArgumentParser):

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from oncall.cli.arguments import param_argument
+from oncall.cli.lazy_parser import add_lazy_command
 from oncall.errors import EXIT_FOUND, EXIT_OK
 
 if TYPE_CHECKING:
@@ -40,11 +40,8 @@ ACTION_ID = re.compile(r"[0-9a-f]{6,32}")
 def register(commands: Any, global_options: Callable[..., None]) -> None:
     # The actions' sub-parsers come from their pydantic models: built only when `remediate`
     # is the command (oncall/cli/lazy_parser.py), not on every start.
-    commands.add_parser(
-        "remediate",
-        help="preview, confirm (typed, on a terminal) and run one remediation",
-        populate=functools.partial(_populate, global_options=global_options),
-    )
+    help_text = "preview, confirm (typed, on a terminal) and run one remediation"
+    add_lazy_command(commands, "remediate", help_text, _populate, global_options)
 
 
 def _populate(parser: argparse.ArgumentParser, global_options: Callable[..., None]) -> None:

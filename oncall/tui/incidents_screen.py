@@ -39,7 +39,7 @@ def _clock(ts: float) -> str:
     return iso(ts).replace("T", " ").removesuffix("Z")
 
 
-class IncidentsScreen(SourceScreen):
+class IncidentsScreen(SourceScreen[IncidentSource]):
     """Every incident of the team: id, open or closed, when it opened, its alerts, its cause."""
 
     HELP_TITLE: ClassVar[str] = "incidents"
@@ -51,9 +51,7 @@ class IncidentsScreen(SourceScreen):
     ]
 
     def __init__(self, settings: Settings, source: IncidentSource) -> None:
-        super().__init__()
-        self.settings = settings
-        self.source = source
+        super().__init__(settings, source)
         self.incidents: list[Incident] | None = None
         self.error: str | None = None
 

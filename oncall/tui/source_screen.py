@@ -7,11 +7,15 @@ by class in oncall.tcss (`screen-table`, `screen-line`, `screen-notes`).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable
+
+from oncall.settings import Settings
+
+S = TypeVar("S")
 
 
 def reload_and_back(screen: str) -> list[Binding]:
@@ -22,10 +26,16 @@ def reload_and_back(screen: str) -> list[Binding]:
     ]
 
 
-class SourceScreen(Screen[None]):
-    """A screen whose table (`TABLE`, its id) shows what its source answers."""
+class SourceScreen(Screen[None], Generic[S]):
+    """A screen whose table (`TABLE`, its id) shows what its source answers; `settings`: its
+    context's (the banner)."""
 
     TABLE: ClassVar[str]
+
+    def __init__(self, settings: Settings, source: S) -> None:
+        super().__init__()
+        self.settings = settings
+        self.source = source
 
     def on_mount(self) -> None:
         self.query_one(f"#{self.TABLE}", DataTable).focus()

@@ -41,7 +41,7 @@ class TimelineRead(Message):
     error: str | None = None
 
 
-class TimelineScreen(SourceScreen):
+class TimelineScreen(SourceScreen[IncidentSource]):
     """One incident's timeline, oldest first."""
 
     HELP_TITLE: ClassVar[str] = "timeline"
@@ -49,9 +49,7 @@ class TimelineScreen(SourceScreen):
     BINDINGS: ClassVar[list[BindingType]] = [*reload_and_back("timeline")]
 
     def __init__(self, settings: Settings, source: IncidentSource, incident: Incident) -> None:
-        super().__init__()
-        self.settings = settings
-        self.source = source
+        super().__init__(settings, source)
         self.incident = incident
         self.draft: Draft | None = None
         self.error: str | None = None
