@@ -22,7 +22,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from oncall.errors import OncallError
@@ -31,6 +30,7 @@ from oncall.service.audit_view import AuditPage, AuditSource, ChainStatus, parse
 from oncall.settings import Settings
 from oncall.tui.audit_render import COLUMNS, chain_text, record_cells, status_text
 from oncall.tui.banner import banners
+from oncall.tui.source_screen import SourceScreen, reload_and_back
 from oncall.tui.tables import cursor_key, leave_filter, new_table
 from oncall.tui.terminal_safe import safe_text
 from oncall.tui.workers import ask_in_worker
@@ -62,10 +62,11 @@ class AuditDetails(Message):
     error: str | None = None
 
 
-class AuditScreen(Screen[None]):
+class AuditScreen(SourceScreen[AuditSource]):
     """The audit log: who did what, when, on which alert, with what outcome; and its chain."""
 
     HELP_TITLE: ClassVar[str] = "audit"
+    TABLE: ClassVar[str] = "audit-records"
 
     DEFAULT_CSS = """
     #audit-details-pane {
@@ -88,14 +89,11 @@ class AuditScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "details", "Details", id="audit.details"),
         Binding("slash", "filter", "Filter", key_display="/", id="audit.filter"),
-        Binding("r", "reload", "Reload", id="audit.reload"),
-        Binding("escape", "back", "Back", id="audit.back"),
+        *reload_and_back("audit"),
     ]
 
     def __init__(self, settings: Settings, source: AuditSource, clock: Callable[[], float]) -> None:
-        super().__init__()
-        self.settings = settings
-        self.source = source
+        super().__init__(settings, source)
         self.clock = clock
         self.filter = ""
         self.query_error: str | None = None
@@ -109,7 +107,7 @@ class AuditScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield from banners(self.settings)
         yield Static("audit log · reading…", id="audit-title", classes="screen-line", markup=False)
-        yield new_table("audit-records", COLUMNS, classes="screen-table")
+        yield new_table(self.TABLE, COLUMNS, classes="screen-table")
         with VerticalScroll(id="audit-details-pane"):
             yield Static(id="audit-details", markup=False)
         yield Static(
@@ -118,10 +116,6 @@ class AuditScreen(Screen[None]):
         yield Static("", id="audit-status", classes="screen-line", markup=False)
         yield Input(placeholder="filter: words, since:1h", id="audit-filter")
         yield Footer()
-
-    def on_mount(self) -> None:
-        self.query_one("#audit-records", DataTable).focus()
-        self.action_reload()
 
     @property
     def loaded(self) -> bool:
